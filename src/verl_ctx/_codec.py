@@ -1,0 +1,209 @@
+"""MessagePack payloads of ``RoleContext`` instances, with msgspec; the hot path of every worker.
+
+Encoding walks the model with msgspec and an ``enc_hook`` that hands back each model's ``__dict__``:
+msgspec encodes datetimes, UUIDs, Decimals, Enums, bytes, sets and non-str dict keys natively, so only
+what it cannot hold is touched in Python (see ``../shared/CODEC_NOTES.md`` for the measurements).
+Decoding is an untyped msgspec decode followed by pydantic-core validation against the caller's schema,
+so the worker always gets a validated instance and never an object named by the payload.
+
+Two things msgpack would get wrong are carried in extension types:
+
+* a tz-aware datetime becomes a UTC timestamp and loses its offset, so such values travel as
+  ``Ext(1, isoformat)``. Only fields whose type can hold a datetime are walked for them (planned once
+  per class), so a table of ints pays nothing;
+* an int outside [-2**63, 2**64) raises ``OverflowError``; then the whole value is re-walked once and
+  such ints travel as ``Ext(2, decimal text)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import gc
+import ipaddress
+import threading
+import types
+import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import PurePath
+from typing import Any, TypeVar
+
+import msgspec
+from pydantic import BaseModel, SecretBytes, SecretStr
+from pydantic_core import MultiHostUrl, Url
+
+__all__ = ["decode_payload", "encode_payload", "paused_gc"]
+
+_M = TypeVar("_M", bound=BaseModel)
+
+EXT_AWARE_DATETIME = 1
+EXT_BIG_INT = 2
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+# Above this payload size the garbage collector is paused while pydantic builds the instance: the
+# allocation burst otherwise triggers full collections whose cost grows with the live heap.
+GC_PAUSE_BYTES = 256 * 1024
+_STR_TYPES = (PurePath, Url, MultiHostUrl, ipaddress.IPv4Address, ipaddress.IPv6Address,
+              ipaddress.IPv4Network, ipaddress.IPv6Network, ipaddress.IPv4Interface, ipaddress.IPv6Interface)
+
+
+class UnencodableError(TypeError):
+    """Raised from inside the encoder for a value msgpack cannot carry; turned into EnvelopeError above."""
+
+
+# --- encoding ------------------------------------------------------------------------------------------
+
+_datetime_fields: dict[type, tuple[str, ...]] = {}
+
+
+def _model_dict(obj: BaseModel) -> dict[str, Any]:
+    cls = type(obj)
+    fields = _datetime_fields.get(cls)
+    if fields is None:
+        fields = _datetime_fields[cls] = tuple(
+            name for name, info in cls.model_fields.items() if _may_hold_datetime(info.annotation)
+        )
+    data = obj.__dict__
+    extra = obj.__pydantic_extra__
+    if fields or extra:
+        data = {**data, **extra} if extra else dict(data)
+        for name in fields:
+            data[name] = _wrap_datetimes(data[name])
+    return data
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return _model_dict(obj)
+    if isinstance(obj, (SecretStr, SecretBytes)):
+        return obj.get_secret_value()  # the worker needs the secret itself; it is never logged
+    if isinstance(obj, _STR_TYPES):
+        return str(obj)
+    raise UnencodableError(
+        f"a value of type {type(obj).__module__}.{type(obj).__qualname__} cannot be carried in MessagePack; "
+        "declare the field with a JSON-like type, a datetime/UUID/Decimal/Enum/bytes/Path, or a nested model"
+    )
+
+
+def _wrap_datetimes(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            return msgspec.msgpack.Ext(EXT_AWARE_DATETIME, value.isoformat().encode())
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_wrap_datetimes(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _wrap_datetimes(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        # A map key must stay hashable: aware datetime keys travel as ISO text, which pydantic parses back.
+        return {
+            (k.isoformat() if isinstance(k, dt.datetime) and k.tzinfo else k): _wrap_datetimes(v)
+            for k, v in value.items()
+        }
+    return value
+
+
+def _prepare_all(value: Any) -> Any:
+    """Slow path for payloads with ints msgpack cannot hold: walk everything once."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if _INT_MIN <= value <= _INT_MAX:
+            return value
+        return msgspec.msgpack.Ext(EXT_BIG_INT, str(value).encode())
+    if isinstance(value, BaseModel):
+        return {k: _prepare_all(v) for k, v in _model_dict(value).items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_prepare_all(v) for v in value]
+    if isinstance(value, dict):
+        return {(str(k) if isinstance(k, int) and not _INT_MIN <= k <= _INT_MAX else k): _prepare_all(v)
+                for k, v in value.items()}
+    return _wrap_datetimes(value)
+
+
+_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
+
+
+def encode_payload(instance: BaseModel) -> bytes:
+    """MessagePack bytes of ``instance``'s field values; raises ``UnencodableError``."""
+    try:
+        return _encoder.encode(instance)
+    except OverflowError:
+        return _encoder.encode(_prepare_all(instance))
+
+
+# --- decoding ------------------------------------------------------------------------------------------
+
+
+def _ext_hook(code: int, data: memoryview) -> Any:
+    if code == EXT_AWARE_DATETIME:
+        return dt.datetime.fromisoformat(bytes(data).decode("ascii"))
+    if code == EXT_BIG_INT:
+        return int(bytes(data).decode("ascii"))
+    raise ValueError(f"unknown MessagePack extension type {code}")
+
+
+_decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
+
+
+def decode_payload(payload: bytes) -> Any:
+    """Plain Python data from payload bytes; raises msgspec, ValueError, or RecursionError on bad bytes."""
+    return _decoder.decode(payload)
+
+
+def validate_data(schema: type[_M], data: Any, *, large: bool) -> _M:
+    """A validated instance of ``schema``; lax, by field name, since the driver already validated the values."""
+    validator = schema.__pydantic_validator__
+    if not large:
+        return validator.validate_python(data, strict=False, by_name=True)  # type: ignore[no-any-return]
+    with paused_gc():
+        return validator.validate_python(data, strict=False, by_name=True)  # type: ignore[no-any-return]
+
+
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector; nests across threads, re-enabled by the last one out."""
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+# --- which annotations can hold a datetime -------------------------------------------------------------
+
+_NEVER_DATETIME = (str, bytes, int, float, bool, dt.date, dt.time, dt.timedelta, type(None))
+
+
+def _may_hold_datetime(tp: Any) -> bool:
+    if tp is dt.datetime or tp is Any or tp is object:
+        return True
+    if isinstance(tp, type):
+        if issubclass(tp, dt.datetime):
+            return True
+        if issubclass(tp, (BaseModel, enum.Enum, *_NEVER_DATETIME)):
+            return False  # a nested model is planned on its own when the encoder reaches it
+        return tp.__module__ not in ("builtins", "uuid", "decimal", "pathlib", "ipaddress", "pydantic.types")
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return False
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _may_hold_datetime(args[0])
+    if origin is not None or isinstance(tp, types.UnionType):
+        return any(_may_hold_datetime(a) for a in args if a is not Ellipsis) or not args
+    return True  # a TypeVar, a forward reference, an alias we do not know: walk it to be safe
