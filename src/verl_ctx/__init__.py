@@ -28,8 +28,10 @@ from ._errors import (
     SchemaMismatchError,
     SchemaSkewWarning,
 )
+from ._lint import lint_extra_context
 from ._registry import ContextRegistry, default_registry
 from ._schema import KNOWN_ROLES, RoleContext, SchemaInfo, migration, schema_info
+from ._validate import ContextSet, Provenance, validate
 
 __version__ = "0.1.0"
 
@@ -41,6 +43,7 @@ __all__ = [
     "ConfigError",
     "ContextError",
     "ContextRegistry",
+    "ContextSet",
     "ContextValidationError",
     "ContextWarning",
     "EnvelopeError",
@@ -48,6 +51,7 @@ __all__ = [
     "InactiveRoleWarning",
     "MissingContextError",
     "PayloadWarning",
+    "Provenance",
     "RoleContext",
     "SchemaDefinitionError",
     "SchemaInfo",
@@ -58,7 +62,9 @@ __all__ = [
     "default_registry",
     "encode",
     "from_text",
+    "lint_extra_context",
     "migration",
     "schema_info",
     "to_text",
+    "validate",
 ]

@@ -44,8 +44,17 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 # Above this payload size the garbage collector is paused while pydantic builds the instance: the
 # allocation burst otherwise triggers full collections whose cost grows with the live heap.
 GC_PAUSE_BYTES = 256 * 1024
-_STR_TYPES = (PurePath, Url, MultiHostUrl, ipaddress.IPv4Address, ipaddress.IPv6Address,
-              ipaddress.IPv4Network, ipaddress.IPv6Network, ipaddress.IPv4Interface, ipaddress.IPv6Interface)
+_STR_TYPES = (
+    PurePath,
+    Url,
+    MultiHostUrl,
+    ipaddress.IPv4Address,
+    ipaddress.IPv6Address,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Network,
+    ipaddress.IPv4Interface,
+    ipaddress.IPv6Interface,
+)
 
 
 class UnencodableError(TypeError):
@@ -117,8 +126,10 @@ def _prepare_all(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_prepare_all(v) for v in value]
     if isinstance(value, dict):
-        return {(str(k) if isinstance(k, int) and not _INT_MIN <= k <= _INT_MAX else k): _prepare_all(v)
-                for k, v in value.items()}
+        return {
+            (str(k) if isinstance(k, int) and not _INT_MIN <= k <= _INT_MAX else k): _prepare_all(v)
+            for k, v in value.items()
+        }
     return _wrap_datetimes(value)
 
 

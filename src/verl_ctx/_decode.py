@@ -79,8 +79,12 @@ def decode(
             raise ContextValidationError(
                 errors, summary=f"[{env_role}] payload does not validate against {info.schema_id}"
             ) from None
-        raise _mismatch(env, info, "and the payload does not validate against the worker's schema:\n"
-                        + "\n".join(f"  {err}" for err in errors)) from None
+        raise _mismatch(
+            env,
+            info,
+            "and the payload does not validate against the worker's schema:\n"
+            + "\n".join(f"  {err}" for err in errors),
+        ) from None
     except RecursionError:
         raise EnvelopeError(f"[{env_role}] corrupt payload: nested too deeply to validate") from None
     if not same_shape and driver_version == info.version:
@@ -94,23 +98,34 @@ def _upgrade(
     """Run the schema's migrations from the driver's version up to the worker's."""
     version: int = env["schema_version"]
     if version > info.version:
-        raise _mismatch(env, info, f"the driver's schema is version {version}, newer than this worker's "
-                        f"{info.version}; deploy the same code to the workers (a worker cannot downgrade)")
+        raise _mismatch(
+            env,
+            info,
+            f"the driver's schema is version {version}, newer than this worker's "
+            f"{info.version}; deploy the same code to the workers (a worker cannot downgrade)",
+        )
     if version == info.version:
         return data
     while version < info.version:
         step = migrations.get(version)
         if step is None:
-            raise _mismatch(env, info, f"no migration from version {version} to {version + 1}; add "
-                            f"`@migration(from_version={version})` to the schema")
+            raise _mismatch(
+                env,
+                info,
+                f"no migration from version {version} to {version + 1}; add "
+                f"`@migration(from_version={version})` to the schema",
+            )
         try:
             upgraded = step(dict(data))
         except Exception as e:
-            raise _mismatch(env, info, f"the migration from version {version} failed: "
-                            f"{type(e).__name__}: {e}") from e
+            raise _mismatch(env, info, f"the migration from version {version} failed: {type(e).__name__}: {e}") from e
         if not isinstance(upgraded, dict):
-            raise _mismatch(env, info, f"the migration from version {version} returned "
-                            f"{type(upgraded).__name__}, not the dict of version {version + 1}")
+            raise _mismatch(
+                env,
+                info,
+                f"the migration from version {version} returned "
+                f"{type(upgraded).__name__}, not the dict of version {version + 1}",
+            )
         data, version = upgraded, version + 1
     return data
 

@@ -36,8 +36,10 @@ __all__ = [
     "ENVELOPE_FORMAT",
     "RESERVED_KEY",
     "attach",
+    "EnvelopeV1",
     "check_envelope",
     "encode",
+    "envelope_json_schema",
     "find_envelope",
     "from_text",
     "to_text",
@@ -49,14 +51,26 @@ FORMAT_KEY = "verl_ctx_format"
 RESERVED_KEY = "verl_ctx"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 TEXT_PREFIX = f"verl-ctx:{ENVELOPE_FORMAT}:"
-_KEYS: dict[str, type | tuple[type, ...]] = {
-    "role": str,
-    "schema_id": str,
-    "schema_version": int,
-    "fingerprint": str,
-    "fields": dict,
-    "payload": bytes,
-}
+
+
+class EnvelopeV1(msgspec.Struct, frozen=True):
+    """Format 1, as a type: checks envelopes (``check_envelope``) and generates the envelope's JSON Schema."""
+
+    verl_ctx_format: int
+    role: str
+    schema_id: str
+    schema_version: int
+    fingerprint: str
+    fields: dict[str, str]
+    payload: bytes
+
+
+def envelope_json_schema() -> dict[str, Any]:
+    """JSON Schema of the envelope (``payload`` shown base64-encoded, as in JSON)."""
+    schema: dict[str, Any] = msgspec.json.schema(EnvelopeV1)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"verl-ctx envelope, format {ENVELOPE_FORMAT}"
+    return schema
 
 
 def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
@@ -134,7 +148,7 @@ def from_text(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any
                 "install the same verl-ctx version on the driver and the workers"
             )
         raise EnvelopeError(f"not verl-ctx envelope text: expected it to start with '{TEXT_PREFIX}'")
-    body = text[len(TEXT_PREFIX):]
+    body = text[len(TEXT_PREFIX) :]
     # base64 is 4/3 of the bytes: refuse oversize text before decoding any of it.
     if len(body) * 3 // 4 > max_bytes + 4096:
         raise EnvelopeError(
@@ -162,15 +176,14 @@ def check_envelope(env: object) -> dict[str, Any]:
             f"envelope format {version!r} is not one this verl-ctx reads (format {ENVELOPE_FORMAT}); "
             "install the same verl-ctx version on the driver and the workers"
         )
-    for key, kind in _KEYS.items():
-        value = env.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise EnvelopeError(f"corrupt envelope: '{key}' should be {want}; got {_kind(value)}")
-    fields = env["fields"]
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
-        raise EnvelopeError("corrupt envelope: 'fields' should map field names to digests (str -> str)")
-    return env if isinstance(env, dict) else dict(env)
+    if not isinstance(env.get("payload"), bytes):
+        # msgspec.convert would read a str as base64; an envelope's payload is bytes, nothing else.
+        raise EnvelopeError(f"corrupt envelope: 'payload' should be bytes; got {_kind(env.get('payload'))}")
+    try:
+        checked = msgspec.convert(env, EnvelopeV1, strict=True)
+    except msgspec.ValidationError as e:
+        raise EnvelopeError(f"corrupt envelope: {e}") from None
+    return msgspec.structs.asdict(checked)
 
 
 def _kind(value: object) -> str:

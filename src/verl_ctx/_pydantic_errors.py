@@ -64,8 +64,11 @@ def field_errors(
         if kind == "extra_forbidden" and loc:
             known = _fields_at(schema, loc[:-1])
             close = suggest(loc[-1], known)
-            hint = f"did you mean '{close}'?" if close else (
-                f"known fields: {', '.join(sorted(known))}" if known else None)
+            hint = (
+                f"did you mean '{close}'?"
+                if close
+                else (f"known fields: {', '.join(sorted(known))}" if known else None)
+            )
         out.append(FieldError(role=role, path=path, message=_message(err), input=shown, hint=hint))
     return out
 

@@ -172,21 +172,21 @@ _NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties
 
 def schema_info(schema: type[RoleContext]) -> SchemaInfo:
     """The ``SchemaInfo`` of a concrete ``RoleContext`` subclass (cached on the class)."""
-    info = schema.__dict__.get(_INFO_ATTR)
+    info: SchemaInfo | None = schema.__dict__.get(_INFO_ATTR)
     if info is not None:
-        return info  # type: ignore[no-any-return]
+        return info
     if not (isinstance(schema, type) and issubclass(schema, RoleContext)):
         raise SchemaDefinitionError(f"expected a RoleContext subclass; got {schema!r}")
     if not schema.__verl_ctx_roles__:
         raise SchemaDefinitionError(
-            f"{_qualified(schema)} has no role; declare it as `class {schema.__name__}(RoleContext, role=\"...\")`"
+            f'{_qualified(schema)} has no role; declare it as `class {schema.__name__}(RoleContext, role="...")`'
         )
     with _info_lock:
         info = schema.__dict__.get(_INFO_ATTR)
         if info is None:
             info = _compute_info(schema)
             type.__setattr__(schema, _INFO_ATTR, info)
-    return info  # type: ignore[no-any-return]
+    return info
 
 
 def _compute_info(schema: type[RoleContext]) -> SchemaInfo:

@@ -1,0 +1,172 @@
+"""Exported schemas: one JSON Schema per role schema, a config-file schema, and a lock file; and the check
+of today's schemas against an export (``verl-ctx schema export`` / ``schema check``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError
+from ._evolution import Change, diff_schemas
+from ._registry import ContextRegistry
+from ._schema import RoleContext, schema_info
+from ._validate import SECTION
+
+__all__ = ["LOCK_FILE", "CheckReport", "check_export", "export_schemas", "render_json"]
+
+LOCK_FILE = "verl-ctx.lock.json"
+CONFIG_SCHEMA_FILE = "config.schema.json"
+LOCK_FORMAT = 1
+_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def render_json(obj: Any) -> str:
+    """Deterministic text, so a committed export diffs cleanly and a stale one is detected."""
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def schema_file_name(schema: type[RoleContext]) -> str:
+    return "+".join(schema_info(schema).roles) + ".schema.json"
+
+
+def role_json_schema(schema: type[RoleContext]) -> dict[str, Any]:
+    info = schema_info(schema)
+    out: dict[str, Any] = schema.model_json_schema()
+    out["$schema"] = _DRAFT
+    out["$comment"] = f"verl-ctx schema {info.schema_id} version {info.version}; fingerprint {info.fingerprint}"
+    return out
+
+
+def config_json_schema(schemas: Sequence[type[RoleContext]]) -> dict[str, Any]:
+    """A schema for a whole verl config file: checks its ``extra_context`` section, allows every other key.
+
+    This is the file an editor (yaml-language-server) points at.
+    """
+    roles: dict[str, Any] = {}
+    for schema in schemas:
+        for role in schema_info(schema).roles:
+            roles[role] = {"$ref": f"./{schema_file_name(schema)}"}
+    return {
+        "$schema": _DRAFT,
+        "title": "verl config with verl-ctx contexts",
+        "type": "object",
+        "properties": {
+            SECTION: {
+                "type": "object",
+                "description": "One section per role, checked against that role's verl-ctx schema.",
+                "properties": roles,
+                "additionalProperties": False,
+            }
+        },
+        "additionalProperties": True,
+    }
+
+
+def export_schemas(registry: ContextRegistry, out_dir: Path) -> list[Path]:
+    """Write every registered schema, the config schema and the lock file into ``out_dir``."""
+    schemas = registry.schemas()
+    if not schemas:
+        raise ConfigError("no RoleContext schemas are registered; pass the module that defines them with -s")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    lock = {"format": LOCK_FORMAT, "schemas": []}
+    for schema in schemas:
+        info = schema_info(schema)
+        path = out_dir / schema_file_name(schema)
+        path.write_text(render_json(role_json_schema(schema)))
+        written.append(path)
+        lock["schemas"].append(  # type: ignore[attr-defined]
+            {
+                "roles": list(info.roles),
+                "schema_id": info.schema_id,
+                "version": info.version,
+                "fingerprint": info.fingerprint,
+                "file": path.name,
+            }
+        )
+    for path, obj in ((out_dir / CONFIG_SCHEMA_FILE, config_json_schema(schemas)), (out_dir / LOCK_FILE, lock)):
+        path.write_text(render_json(obj))
+        written.append(path)
+    return written
+
+
+@dataclass
+class SchemaReport:
+    schema_id: str
+    roles: list[str]
+    old_version: int | None
+    new_version: int | None
+    changes: list[Change] = field(default_factory=list)
+    problem: str | None = None
+
+
+@dataclass
+class CheckReport:
+    reports: list[SchemaReport]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.problem is None for r in self.reports)
+
+
+def check_export(registry: ContextRegistry, export_dir: Path) -> CheckReport:
+    """Today's schemas against the export in ``export_dir``: every change, and whether it is allowed."""
+    lock_path = export_dir / LOCK_FILE
+    try:
+        lock = json.loads(lock_path.read_text())
+        entries = lock["schemas"]
+    except FileNotFoundError:
+        raise ConfigError(f"{export_dir} holds no {LOCK_FILE}; create it with `verl-ctx schema export`") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{lock_path} is not a verl-ctx lock file: {e}") from None
+
+    reports = []
+    seen: set[type[RoleContext]] = set()
+    for entry in entries:
+        roles = list(entry["roles"])
+        current = next((registry.get(r) for r in roles if registry.get(r) is not None), None)
+        if current is None:
+            reports.append(
+                SchemaReport(
+                    entry["schema_id"],
+                    roles,
+                    entry["version"],
+                    None,
+                    problem="SCHEMA_REMOVED: no schema serves these roles any more (breaking for running jobs)",
+                )
+            )
+            continue
+        seen.add(current)
+        old_schema = json.loads((export_dir / entry["file"]).read_text())
+        report = _judge(current, entry, diff_schemas(old_schema, current.model_json_schema()))
+        reports.append(report)
+    for schema in registry.schemas():
+        if schema not in seen:
+            info = schema_info(schema)
+            reports.append(SchemaReport(info.schema_id, list(info.roles), None, info.version))
+    return CheckReport(reports)
+
+
+def _judge(schema: type[RoleContext], entry: dict[str, Any], changes: list[Change]) -> SchemaReport:
+    info = schema_info(schema)
+    old_version: int = entry["version"]
+    report = SchemaReport(info.schema_id, list(info.roles), old_version, info.version, changes)
+    breaking = [c for c in changes if c.breaking]
+    if info.version < old_version:
+        report.problem = f"version went down ({old_version} -> {info.version}); versions only grow"
+    elif breaking and info.version == old_version:
+        report.problem = (
+            f"{len(breaking)} breaking change(s) without a version bump: set version={old_version + 1} and add "
+            f"`@migration(from_version={old_version})` that turns a v{old_version} payload into v{old_version + 1}"
+        )
+    elif info.version > old_version:
+        missing = [v for v in range(old_version, info.version) if v not in schema.__verl_ctx_migrations__]
+        if missing:
+            report.problem = (
+                f"version {old_version} -> {info.version} needs a migration from each older version; "
+                f"missing: {', '.join(f'@migration(from_version={v})' for v in missing)}"
+            )
+    return report

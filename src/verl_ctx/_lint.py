@@ -1,0 +1,64 @@
+"""What in a raw ``extra_context`` will not travel safely to a Ray worker."""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from ._envelope import RESERVED_KEY
+from ._errors import PayloadWarning
+
+__all__ = ["lint_extra_context"]
+
+_PLAIN = (str, bytes, int, float, bool, type(None))
+
+
+def lint_extra_context(extra_context: Mapping[str, Any], *, warn: bool = True) -> list[str]:
+    """Problems with the non-verl-ctx entries of ``extra_context``; each also a ``PayloadWarning``.
+
+    verl pickles ``extra_context`` with cloudpickle into the actor definition. An object whose class lives
+    in ``__main__`` or inside a function is pickled *by value* (slow, and it fails for some pydantic models);
+    an object whose module the worker cannot import kills the whole worker group at start-up.
+    """
+    problems: list[str] = []
+    for key, value in extra_context.items():
+        if key == RESERVED_KEY:
+            continue
+        for path, obj in _walk(str(key), value):
+            cls = type(obj)
+            module, qualname = cls.__module__, cls.__qualname__
+            if module == "__main__" or "<locals>" in qualname:
+                problems.append(
+                    f"extra_context['{path}'] holds a {module}.{qualname}, a class cloudpickle sends by value "
+                    "(slow; some pydantic models fail to unpickle). Move the class to an importable module, "
+                    "or declare a RoleContext and let verl-ctx carry it"
+                )
+            elif not _importable(module):
+                problems.append(
+                    f"extra_context['{path}'] holds a {module}.{qualname}, but module '{module}' cannot be found "
+                    "here, so a worker is unlikely to import it either: the whole worker group would fail at "
+                    "start-up with ModuleNotFoundError"
+                )
+    if warn:
+        for text in problems:
+            warnings.warn(PayloadWarning(text), stacklevel=2)
+    return problems
+
+
+def _walk(path: str, value: Any, depth: int = 0) -> list[tuple[str, Any]]:
+    if isinstance(value, _PLAIN) or depth > 32:
+        return []
+    if type(value) in (list, tuple, set, frozenset):
+        return [item for i, v in enumerate(value) for item in _walk(f"{path}[{i}]", v, depth + 1)]
+    if type(value) is dict:
+        return [item for k, v in value.items() for item in _walk(f"{path}.{k}", v, depth + 1)]
+    return [(path, value)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

@@ -1,0 +1,21 @@
+"""Shared test setup: hypothesis profiles and an isolated registry per test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from verl_ctx import ContextRegistry
+
+# "ci" keeps property tests quick on CI's two cores; "deep" is for a long local run.
+settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("deep", max_examples=3000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def registry() -> ContextRegistry:
+    """A fresh registry, so a test's schemas never collide with another test's."""
+    return ContextRegistry("test registry")

@@ -1,0 +1,32 @@
+"""The package's surface: light imports, an exact public API, a typed marker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import verl_ctx
+
+
+def test_import_is_light() -> None:
+    """`import verl_ctx` pulls in neither ray, torch, verl, hydra nor omegaconf."""
+    code = (
+        "import sys, verl_ctx;"
+        "heavy = [m for m in ('ray', 'torch', 'verl', 'hydra', 'omegaconf', 'typer') if m in sys.modules];"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_public_api_is_exactly_all() -> None:
+    """Every public name is in __all__, sorted, and nothing private leaks into it."""
+    public = {n for n in dir(verl_ctx) if not n.startswith("_")} - {"integrations"}
+    assert set(verl_ctx.__all__) == public
+    assert all(not n.startswith("_") for n in verl_ctx.__all__)
+
+
+def test_package_is_typed() -> None:
+    """py.typed ships so users' type checkers see our annotations."""
+    assert (Path(verl_ctx.__file__).parent / "py.typed").is_file()

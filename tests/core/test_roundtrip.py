@@ -1,0 +1,132 @@
+"""decode(encode(x)) == x for every promised field type, exactly (types and tz offsets too)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from verl_ctx import decode, encode
+
+from .models import Cat, Color, Dog, Everything, Level, Row
+
+tz = st.builds(lambda m: dt.timezone(dt.timedelta(minutes=m)), st.integers(-23 * 60, 23 * 60))
+aware = st.datetimes(timezones=tz)
+keys = st.integers(-(2**63), 2**64 - 1)
+
+everything = st.builds(
+    Everything,
+    text=st.text(),
+    number=st.integers(-(2**63), 2**64 - 1),
+    huge=st.integers(-(2**200), 2**200),
+    ratio=st.floats(allow_nan=False),
+    flag=st.booleans(),
+    when=aware,
+    naive=st.datetimes(),
+    day=st.dates(),
+    clock=st.times(timezones=st.none() | tz),
+    span=st.timedeltas(),
+    ident=st.uuids(),
+    money=st.decimals(allow_nan=False, allow_infinity=False),
+    color=st.sampled_from(Color),
+    level=st.sampled_from(Level),
+    blob=st.binary(),
+    pair=st.tuples(st.integers(-100, 100), st.text()),
+    many=st.lists(st.integers(-100, 100)).map(tuple),
+    tags=st.sets(st.text(max_size=5)),
+    frozen=st.frozensets(st.integers(-100, 100)),
+    path=st.sampled_from([Path("/a/b"), Path("rel/x.txt"), Path(".")]),
+    mode=st.sampled_from(["a", "b"]),
+    maybe=st.none() | st.integers(-100, 100),
+    either=st.integers(-100, 100) | st.text(),
+    pet=st.builds(Cat, lives=st.integers(0, 9)) | st.builds(Dog, good=st.booleans()),
+    rows=st.lists(st.builds(Row, prompt_id=st.integers(0, 10**6), weight=st.floats(allow_nan=False)), max_size=5),
+    by_id=st.dictionaries(keys, st.builds(Row, prompt_id=st.integers(0, 9), weight=st.just(1.0)), max_size=4),
+    by_pair=st.dictionaries(st.tuples(st.integers(-9, 9), st.integers(-9, 9)), st.text(max_size=3), max_size=4),
+    stamps=st.lists(aware, max_size=4),
+    secret=st.text().map(str),
+    secret_bytes=st.binary(),
+    meta=st.dictionaries(st.text(max_size=4), st.integers(-100, 100) | st.text(max_size=4) | st.none(), max_size=4),
+)
+
+
+def _offsets(ctx: Everything) -> list[object]:
+    return [ctx.when.utcoffset(), ctx.clock.utcoffset(), *(s.utcoffset() for s in ctx.stamps)]
+
+
+@given(everything)
+def test_every_promised_type_round_trips_exactly(ctx: Everything) -> None:
+    """Values, their Python types and their UTC offsets all survive the envelope."""
+    back = decode(encode(ctx), Everything)
+    assert back == ctx
+    assert _offsets(back) == _offsets(ctx)
+    assert back.secret.get_secret_value() == ctx.secret.get_secret_value()
+    assert back.secret_bytes.get_secret_value() == ctx.secret_bytes.get_secret_value()
+    for name in type(ctx).model_fields:
+        assert type(getattr(back, name)) is type(getattr(ctx, name)), name
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("when", dt.datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=dt.timezone(dt.timedelta(hours=-7)))),
+        ("huge", 2**64),
+        ("huge", -(2**63) - 1),
+        ("huge", 10**80),
+        ("blob", b"\xff\x00\xfe"),
+        ("ratio", float("inf")),
+        ("money", Decimal("1.100")),
+        ("ident", uuid.UUID("12345678-1234-5678-1234-567812345678")),
+        ("by_id", {2**64 - 1: Row(prompt_id=1, weight=0.5)}),
+        ("tags", {"a", "b"}),
+        ("pair", (3, "three")),
+        ("pet", Dog(good=False)),
+        ("naive", dt.datetime(1, 1, 1)),
+        ("span", dt.timedelta(days=-3, microseconds=7)),
+    ],
+)
+def test_known_traps_round_trip(field: str, value: object) -> None:
+    """Each trap in CODEC_NOTES (tz offsets, ints past 2**64, non-UTF-8 bytes, inf, ...) comes back unchanged."""
+    ctx = Everything(**{field: value})
+    back = decode(encode(ctx), Everything)
+    assert getattr(back, field) == value
+    assert type(getattr(back, field)) is type(value)
+    if isinstance(value, dt.datetime):
+        assert getattr(back, field).utcoffset() == value.utcoffset()
+
+
+def test_nan_survives() -> None:
+    """NaN, which JSON paths turn into null, is still NaN after the trip."""
+    back = decode(encode(Everything(ratio=float("nan"))), Everything)
+    assert back.ratio != back.ratio
+
+
+def test_secret_travels_but_is_never_shown() -> None:
+    """The worker gets the real secret; the envelope's repr and the instance's repr do not show it."""
+    ctx = Everything(secret="hunter2-token")
+    env = encode(ctx)
+    back = decode(env, Everything)
+    assert back.secret.get_secret_value() == "hunter2-token"
+    assert "hunter2-token" not in repr(back)
+    assert "hunter2-token" not in str(back)
+
+
+def test_decoded_context_is_frozen() -> None:
+    """A worker cannot change its context by accident."""
+    back = decode(encode(Everything()), Everything)
+    with pytest.raises(ValueError, match="frozen"):
+        back.number = 3  # type: ignore[misc]
+
+
+def test_envelope_holds_plain_types_only() -> None:
+    """Every value in the envelope is a str, int, bytes or a dict of str: nothing for pickle to execute."""
+    env = encode(Everything())
+    assert set(env) == {"verl_ctx_format", "role", "schema_id", "schema_version", "fingerprint", "fields", "payload"}
+    for key, value in env.items():
+        assert type(value) in (str, int, bytes, dict), key
+    assert all(type(k) is str and type(v) is str for k, v in env["fields"].items())

@@ -1,0 +1,22 @@
+"""Concurrent decodes from several threads give identical results."""
+
+from __future__ import annotations
+
+import gc
+from concurrent.futures import ThreadPoolExecutor
+
+from verl_ctx import decode, encode
+
+from .models import Everything, Row
+
+
+def test_concurrent_decodes_are_identical() -> None:
+    """Eight threads decoding small and large envelopes at once all get the same values."""
+    small = encode(Everything(text="s"))
+    large = encode(Everything(rows=[Row(prompt_id=i, weight=float(i)) for i in range(50_000)]))
+    expected = {id(small): decode(small, Everything), id(large): decode(large, Everything)}
+    jobs = [small, large] * 16
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda env: (id(env), decode(env, Everything)), jobs))
+    assert all(result == expected[key] for key, result in results)
+    assert gc.isenabled(), "the garbage collector is back on once the last large decode ends"
