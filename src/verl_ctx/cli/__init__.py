@@ -103,7 +103,7 @@ def _validated(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         contexts = validate(config, overrides=overrides)
-    return contexts, caught
+    return (config, contexts), caught
 
 
 @cli.command()
@@ -120,7 +120,7 @@ def validate(
 ) -> None:
     """Check every role's context in the composed config; list every error at once."""
     try:
-        contexts, caught = _validated(modules, config_file, config_path, config_name, overrides)
+        (_, contexts), caught = _validated(modules, config_file, config_path, config_name, overrides)
     except ContextValidationError as e:
         if fmt == "json":
             render.emit_json({"valid": False, "errors": [render.error_dict(x) for x in e.errors], "warnings": []})
@@ -151,7 +151,7 @@ def describe(
     fmt: str,
 ) -> None:
     """Show every field of every role with its value and where it came from (secrets redacted)."""
-    contexts, caught = _validated(modules, config_file, config_path, config_name, overrides)
+    (_, contexts), caught = _validated(modules, config_file, config_path, config_name, overrides)
     rows = contexts.describe()
     if fmt == "json":
         render.emit_json([{"role": p.role, "path": p.path, "value": p.value, "source": p.source} for p in rows])
@@ -237,6 +237,53 @@ def schema_envelope(out_file: str) -> None:
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     Path(out_file).write_text(render_json(envelope_json_schema()))
     click.echo(f"wrote {out_file}")
+
+
+@cli.command()
+@click.option("--num-cpus", default=4, show_default=True, help="CPUs for the local Ray cluster.")
+@_exits
+def demo(num_cpus: int) -> None:
+    """Start a local Ray cluster, deliver a typed context to every verl role, and show what each decoded."""
+    from ..demo import run_demo
+
+    sys.exit(run_demo(num_cpus=num_cpus))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@_config_inputs
+@click.option(
+    "--offload-bytes",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Payloads above N bytes go through Ray's object store (default 8 MiB).",
+)
+@_exits
+def run(
+    modules: tuple[str, ...],
+    config_file: str | None,
+    config_path: str | None,
+    config_name: str | None,
+    overrides: tuple[str, ...],
+    offload_bytes: int | None,
+) -> None:
+    """Validate, then run verl's PPO trainer (v1 or legacy, per trainer.use_v1) with every context bound.
+
+    Takes the overrides you would give `python -m verl.trainer.main_ppo`. Any invalid context stops it
+    before Ray starts.
+    """
+    try:
+        contexts, caught = _validated(modules, config_file, config_path, config_name, overrides)
+    except ContextValidationError as e:
+        click.echo(render.bad(str(e)), err=True)
+        click.echo("nothing was launched", err=True)
+        sys.exit(EXIT_INVALID)
+    for note in render.warning_texts(caught):
+        click.echo(render.warn(note), err=True)
+    from ..integrations.verl import DEFAULT_OFFLOAD_BYTES, launch
+
+    config, contexts = contexts
+    launch(config, contexts, offload_threshold=offload_bytes or DEFAULT_OFFLOAD_BYTES)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

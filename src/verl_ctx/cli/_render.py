@@ -54,7 +54,7 @@ def warning_texts(caught: Sequence[warnings.WarningMessage]) -> list[str]:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(click.style(h.ljust(w), bold=True) for h, w in zip(headers, widths, strict=True))
+    line = "  ".join(click.style(h.ljust(w), bold=True) for h, w in zip(headers, widths, strict=True)).rstrip()
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join([line, *body])
 
