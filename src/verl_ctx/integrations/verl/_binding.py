@@ -71,7 +71,7 @@ def bind_worker_cls(worker_cls: type, envelopes: Mapping[str, Mapping[str, Any]]
     envs = {role: dict(env) for role, env in envelopes.items()}
     namespace: dict[str, Any] = {ENVELOPES_ATTR: envs, "__module__": worker_cls.__module__}
     bases: tuple[type, ...] = (worker_cls,)
-    if issubclass(worker_cls, TrainingWorker):
+    if issubclass(worker_cls, TrainingWorker) and not issubclass(worker_cls, _InjectsExtraContext):
         bases = (_InjectsExtraContext, worker_cls)
     elif issubclass(worker_cls, ActorRolloutRefWorker):
         for role, attr in (("actor", "actor_worker_cls"), ("ref", "ref_worker_cls")):
@@ -99,6 +99,8 @@ def bind_role_worker_mapping(
         if not envs:
             continue
         worker_cls = getattr(remote_cls, "__ray_actor_class__", remote_cls)
+        if ENVELOPES_ATTR in vars(worker_cls):
+            continue  # bound already (a TaskRunner binds after each registration step)
         role_worker_mapping[verl_role] = ray.remote(bind_worker_cls(worker_cls, envs))
     return role_worker_mapping
 

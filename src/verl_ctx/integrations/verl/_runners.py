@@ -82,21 +82,23 @@ class ContextTaskRunnerV1Mixin:
 
 
 def bound_trainer_cls(trainer_cls: type, envelopes: Mapping[str, Mapping[str, Any]]) -> type:
-    """A subclass of a v1 ``PPOTrainer`` that binds ``role_worker_mapping`` once the trainer has built it."""
+    """A subclass of a verl trainer carrying ``envelopes``, for either path.
 
-    def _init_resource_pool_mgr(self: Any) -> None:
-        trainer_cls._init_resource_pool_mgr(self)  # type: ignore[attr-defined]
-        bind_role_worker_mapping(self.role_worker_mapping, getattr(type(self), ENVELOPES_ATTR))
+    On a v1 ``PPOTrainer`` it binds ``role_worker_mapping`` once ``_init_resource_pool_mgr`` has built it;
+    on a legacy ``RayPPOTrainer`` it supplies ``_critic_extra_context`` (``ContextTrainerMixin``).
+    """
+    namespace: dict[str, Any] = {
+        ENVELOPES_ATTR: {r: dict(e) for r, e in envelopes.items()},
+        "__module__": trainer_cls.__module__,
+    }
+    if hasattr(trainer_cls, "_init_resource_pool_mgr"):
 
-    bound = type(
-        trainer_cls.__name__,
-        (trainer_cls,),
-        {
-            ENVELOPES_ATTR: {r: dict(e) for r, e in envelopes.items()},
-            "__module__": trainer_cls.__module__,
-            "_init_resource_pool_mgr": _init_resource_pool_mgr,
-        },
-    )
+        def _init_resource_pool_mgr(self: Any) -> None:
+            trainer_cls._init_resource_pool_mgr(self)  # type: ignore[attr-defined]
+            bind_role_worker_mapping(self.role_worker_mapping, bound_envelopes(type(self)))
+
+        namespace["_init_resource_pool_mgr"] = _init_resource_pool_mgr
+    bound = type(trainer_cls.__name__, (ContextTrainerMixin, trainer_cls), namespace)
     bound.__qualname__ = f"bound_trainer_cls.<locals>.{trainer_cls.__qualname__}"
     return bound
 
