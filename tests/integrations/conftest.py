@@ -42,7 +42,6 @@ def pools() -> Iterator[Any]:
     """
     import ray
     from ray.util.placement_group import remove_placement_group
-
     from verl.single_controller.ray import RayResourcePool, RayWorkerGroup
 
     made: list[tuple[Any, Any]] = []

@@ -33,8 +33,12 @@ class PlainProbe:
         self.pid = os.getpid()
 
     def report(self) -> dict[str, Any]:
-        return {"pid": self.pid, "rows": len(self.ctx.rows), "blob": len(self.ctx.blob),
-                "first": self.ctx.rows[0].model_dump() if self.ctx.rows else None}
+        return {
+            "pid": self.pid,
+            "rows": len(self.ctx.rows),
+            "blob": len(self.ctx.blob),
+            "first": self.ctx.rows[0].model_dump() if self.ctx.rows else None,
+        }
 
     def crash(self) -> None:
         os._exit(1)
@@ -86,5 +90,7 @@ class V1ProbeRunner:
         trainer = object.__new__(trainer_cls)  # its __init__ loads a tokenizer and datasets: not on CPU
         trainer.config = config
         trainer._init_resource_pool_mgr()
-        return {"trainer_mode": str(config.trainer.v1.trainer_mode),
-                "mapping": describe_mapping(trainer.role_worker_mapping)}
+        return {
+            "trainer_mode": str(config.trainer.v1.trainer_mode),
+            "mapping": describe_mapping(trainer.role_worker_mapping),
+        }

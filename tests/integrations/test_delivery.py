@@ -32,8 +32,8 @@ def _expected(role: str) -> str:
 
 def _mapping(envelopes: dict[str, Any]) -> dict[Any, Any]:
     import ray
-
     from verl.trainer.ppo.utils import Role
+
     from verl_ctx.demo.workers import BoundaryActorRolloutRefWorker, BoundaryTrainingWorker
 
     mapping = {
@@ -106,8 +106,8 @@ def test_reward_reads_its_context_from_the_hydra_config(
 
     import ray
     from omegaconf import OmegaConf
-
     from verl.single_controller.ray import RayClassWithInitArgs
+
     from verl_ctx.demo.workers import ConfigReaderWorker
 
     config = verl_config.copy()

@@ -1,0 +1,53 @@
+"""Contexts reach workers on every node of a multi-node Ray cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from verl_ctx import validate
+from verl_ctx.demo.contexts import DemoCriticContext
+from verl_ctx.integrations.verl import bind_role_worker_mapping
+
+from .conftest import ray_runtime_env
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster() -> Iterator[Any]:
+    """A ray.cluster_utils.Cluster with a head and a worker node, two CPUs each."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, runtime_env=ray_runtime_env(), log_to_driver=False)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_workers_on_both_nodes_decode_the_context(two_node_cluster: Any) -> None:
+    """One critic worker per node, placed by verl's RayResourcePool, each decodes the same typed context."""
+    import ray
+    from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+    from verl.trainer.ppo.utils import Role
+    from verl.workers.config import TrainingWorkerConfig
+
+    from verl_ctx.demo.workers import BoundaryTrainingWorker
+
+    contexts = validate({"extra_context": {"critic": {"value_clip": 0.9}}})
+    mapping = bind_role_worker_mapping({Role.Critic: ray.remote(BoundaryTrainingWorker)}, contexts.envelopes())
+    pool = RayResourcePool(process_on_nodes=[1, 1], use_gpu=False, max_colocate_count=1)
+    ray_cls = RayClassWithInitArgs(cls=mapping[Role.Critic], config=TrainingWorkerConfig(model_type="value_model"))
+    group = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=ray_cls, device_name="cpu")
+    reports = group.report()
+    assert len({r["node_id"] for r in reports}) == 2, "one worker on each node"
+    expected = repr(DemoCriticContext(value_clip=0.9))
+    assert [r["decoded"] for r in reports] == [{"critic": expected}] * 2
