@@ -94,7 +94,7 @@ def bound_trainer_cls(trainer_cls: type, envelopes: Mapping[str, Mapping[str, An
     if hasattr(trainer_cls, "_init_resource_pool_mgr"):
 
         def _init_resource_pool_mgr(self: Any) -> None:
-            trainer_cls._init_resource_pool_mgr(self)  # type: ignore[attr-defined]
+            trainer_cls._init_resource_pool_mgr(self)
             bind_role_worker_mapping(self.role_worker_mapping, bound_envelopes(type(self)))
 
         namespace["_init_resource_pool_mgr"] = _init_resource_pool_mgr

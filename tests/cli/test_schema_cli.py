@@ -1,0 +1,165 @@
+"""`verl-ctx schema export / check / envelope`, the committed schemas/, and editor (JSON Schema) support."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, Run
+
+V1 = """
+    from typing import Literal
+    from pydantic import Field
+    from verl_ctx import RoleContext, migration
+
+    class CriticContext(RoleContext, role="critic", version={version}):
+        value_clip: float = Field(0.2, gt={gt})
+        shaping: Literal[{shapes}] = "none"
+        {extra}
+        {migration}
+"""
+
+
+def _module(
+    version: int = 1, gt: float = 0, shapes: str = '"none", "length_penalty"', extra: str = "", migration: str = ""
+) -> str:
+    return V1.format(version=version, gt=gt, shapes=shapes, extra=extra, migration=migration)
+
+
+@pytest.fixture
+def exported(run_cli: Run, write: Callable[[str, str], Path], tmp_path: Path) -> Path:
+    write("ctxmod.py", _module())
+    res = run_cli("schema", "export", "-s", "ctxmod", "-o", "exported")
+    assert res.code == 0, res.err
+    return tmp_path / "exported"
+
+
+def test_export_writes_one_schema_per_role_a_config_schema_and_a_lock(exported: Path) -> None:
+    """The export holds critic.schema.json, config.schema.json and verl-ctx.lock.json."""
+    assert sorted(p.name for p in exported.iterdir()) == [
+        "config.schema.json",
+        "critic.schema.json",
+        "verl-ctx.lock.json",
+    ]
+    lock = json.loads((exported / "verl-ctx.lock.json").read_text())
+    (entry,) = lock["schemas"]
+    assert (entry["roles"], entry["schema_id"], entry["version"]) == (["critic"], "ctxmod:CriticContext", 1)
+    assert len(entry["fingerprint"]) == 64
+
+
+def test_unchanged_schema_passes(run_cli: Run, exported: Path) -> None:
+    """Today's code equal to the export: exit 0."""
+    res = run_cli("schema", "check", "-s", "ctxmod", "exported")
+    assert res.code == 0, res.out + res.err
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ({"gt": 0.1}, "CONSTRAINT_TIGHTENED"),
+        ({"shapes": '"none"'}, "ENUM_VALUE_REMOVED"),
+        ({"extra": "beta: float"}, "REQUIRED_FIELD_ADDED"),
+        ({"extra": "value_clip: int = 1"}, "FIELD_TYPE_CHANGED"),
+    ],
+)
+def test_breaking_change_without_version_bump_fails(
+    run_cli: Run, exported: Path, write: Callable[[str, str], Path], change: dict[str, object], rule: str
+) -> None:
+    """Each breaking rule is named, and without a version bump the check exits 1 saying what to add."""
+    write("ctxmod.py", _module(**change))  # type: ignore[arg-type]
+    res = run_cli("schema", "check", "-s", "ctxmod", "exported", "--format", "json")
+    assert res.code == 1, res.out + res.err
+    (report,) = res.json()["schemas"]
+    assert rule in {c["rule"] for c in report["changes"] if c["breaking"]}
+    assert "set version=2" in report["problem"]
+    assert "@migration(from_version=1)" in report["problem"]
+
+
+def test_version_bump_needs_a_migration(run_cli: Run, exported: Path, write: Callable[[str, str], Path]) -> None:
+    """Bumping the version without a migration fails; with one it passes."""
+    write("ctxmod.py", _module(version=2, extra="beta: float"))
+    res = run_cli("schema", "check", "-s", "ctxmod", "exported")
+    assert res.code == 1
+    assert "missing: @migration(from_version=1)" in res.out
+    mig = "@migration(from_version=1)\n        def _beta(data):\n            return {**data, 'beta': 0.0}"
+    write("ctxmod.py", _module(version=2, extra="beta: float", migration=mig))
+    res = run_cli("schema", "check", "-s", "ctxmod", "exported")
+    assert res.code == 0, res.out
+
+
+def test_non_breaking_changes_pass_and_are_listed(
+    run_cli: Run, exported: Path, write: Callable[[str, str], Path]
+) -> None:
+    """A new defaulted field and a new Literal value are listed but do not fail the check."""
+    write("ctxmod.py", _module(shapes='"none", "length_penalty", "other"', extra="beta: float = 0.0"))
+    res = run_cli("schema", "check", "-s", "ctxmod", "exported")
+    assert res.code == 0, res.out
+    assert "FIELD_ADDED" in res.out
+    assert "ENUM_VALUE_ADDED" in res.out
+
+
+def test_check_without_lock_is_a_usage_error(run_cli: Run, write: Callable[[str, str], Path]) -> None:
+    """Pointing check at a directory with no export says how to create one."""
+    write("ctxmod.py", _module())
+    res = run_cli("schema", "check", "-s", "ctxmod", ".")
+    assert res.code == 2
+    assert "verl-ctx schema export" in res.err
+
+
+def _validator(export_dir: Path) -> object:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    resources = []
+    for path in export_dir.glob("*.schema.json"):
+        resources.append((f"./{path.name}", Resource.from_contents(json.loads(path.read_text()))))
+    config_schema = json.loads((export_dir / "config.schema.json").read_text())
+    Draft202012Validator.check_schema(config_schema)
+    return Draft202012Validator(config_schema, registry=Registry().with_resources(resources))
+
+
+def test_exported_schema_checks_a_config_section_as_an_editor_would() -> None:
+    """The committed config schema is valid JSON Schema: it accepts the example config and rejects a bad one."""
+    import yaml
+
+    validator = _validator(REPO / "schemas" / "examples")
+    good = yaml.safe_load((REPO / "examples" / "custom_recipe" / "config.yaml").read_text())
+    assert list(validator.iter_errors(good)) == []  # type: ignore[attr-defined]
+    bad = {"trainer": {"any": "thing"}, "extra_context": {"critic": {"value_clip": -1, "typo": 1}, "critc": {}}}
+    messages = sorted(e.message for e in validator.iter_errors(bad))  # type: ignore[attr-defined]
+    assert messages == [
+        "-1 is less than or equal to the minimum of 0",
+        "Additional properties are not allowed ('critc' was unexpected)",
+        "Additional properties are not allowed ('typo' was unexpected)",
+    ]
+
+
+def test_committed_schemas_are_fresh(tmp_path: Path) -> None:
+    """schemas/ equals a fresh export; if not, regenerate it with `make schemas`."""
+    import subprocess
+
+    from .conftest import console_script
+
+    out = tmp_path / "fresh"
+    subprocess.run(
+        [console_script(), "schema", "export", "-s", "examples.custom_recipe.contexts", "-o", str(out / "examples")],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [console_script(), "schema", "envelope", "-o", str(out / "envelope.schema.json")],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+    committed = REPO / "schemas"
+    fresh_files = sorted(p.relative_to(out) for p in out.rglob("*.json"))
+    assert fresh_files == sorted(p.relative_to(committed) for p in committed.rglob("*.json")), (
+        "schemas/ has other files than a fresh export: run `make schemas`"
+    )
+    stale = [str(p) for p in fresh_files if (out / p).read_text() != (committed / p).read_text()]
+    assert not stale, f"stale committed schemas {stale}: run `make schemas` and commit the result"

@@ -1,0 +1,185 @@
+"""`verl-ctx validate` and `describe` through the real console script, on verl's own config."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import CONTEXTS, Run
+
+pytest.importorskip("hydra")
+
+
+@pytest.fixture
+def ctx_module(write: Callable[[str, str], Path]) -> str:
+    write("my_ctx.py", CONTEXTS)
+    return "my_ctx"
+
+
+def test_valid_overrides_exit_zero(run_cli: Run, ctx_module: str) -> None:
+    """verl's own ppo_trainer config plus valid overrides: exit 0 and a one-line summary per role."""
+    res = run_cli("validate", "-s", ctx_module, "+extra_context.critic.value_clip=0.3")
+    assert res.code == 0, res.err
+    assert "contexts valid for 2 role(s)" in res.out
+
+
+def test_every_error_is_listed_at_once(run_cli: Run, ctx_module: str) -> None:
+    """A bad value, a misspelt field and a misspelt role are all reported, each with path, value and fix."""
+    res = run_cli(
+        "validate",
+        "-s",
+        ctx_module,
+        "+extra_context.critic.value_clip=-1",
+        "+extra_context.critic.warmup_step=3",
+        "+extra_context.critc.x=1",
+    )
+    assert res.code == 1
+    assert "extra_context.critic.value_clip: input should be greater than 0 (got -1)" in res.err
+    assert "extra_context.critic.warmup_step: unknown field (got 3); did you mean 'warmup_steps'?" in res.err
+    assert "extra_context.critc: no schema is registered for this role; did you mean 'critic'?" in res.err
+
+
+def test_json_output_for_ci(run_cli: Run, ctx_module: str) -> None:
+    """--format json gives machine-readable errors with role, path, input and hint."""
+    res = run_cli("validate", "-s", ctx_module, "--format", "json", "+extra_context.critic.shaping=lenght_penalty")
+    assert res.code == 1
+    body = res.json()
+    assert body["valid"] is False
+    (error,) = body["errors"]
+    assert (error["role"], error["path"], error["input"]) == (
+        "critic",
+        "extra_context.critic.shaping",
+        "'lenght_penalty'",
+    )
+    ok = run_cli("validate", "-s", ctx_module, "--format", "json").json()
+    assert ok["valid"] is True
+    assert set(ok["roles"]) == {"critic", "reward"}
+    assert len(ok["roles"]["critic"]["fingerprint"]) == 64
+
+
+def test_secrets_never_printed(run_cli: Run, ctx_module: str) -> None:
+    """A wrong-typed secret is reported without its value, and describe shows stars."""
+    bad = run_cli(
+        "validate",
+        "-s",
+        ctx_module,
+        "+extra_context.reward.token=[1,2]",
+        "+extra_context.reward.judge.api_key=hunter2",
+        "+extra_context.reward.judge.bogus=1",
+    )
+    assert bad.code == 1
+    assert "hunter2" not in bad.err + bad.out
+    assert "extra_context.reward.token" in bad.err
+    good = run_cli("describe", "-s", ctx_module, "+extra_context.reward.judge.api_key=hunter2")
+    assert good.code == 0, good.err
+    assert "hunter2" not in good.out
+
+
+def test_inactive_role_warns(run_cli: Run, ctx_module: str) -> None:
+    """A critic context with GRPO (no critic runs) is valid but warned about, by verl's rules."""
+    res = run_cli("validate", "-s", ctx_module, "algorithm.adv_estimator=grpo", "+extra_context.critic.value_clip=0.3")
+    assert res.code == 0
+    assert "InactiveRoleWarning" in res.err
+    assert "this run starts no critic" in res.err
+
+
+def test_describe_shows_provenance(run_cli: Run, ctx_module: str, write: Callable[[str, str], Path]) -> None:
+    """Each field says whether it came from the schema default, the config file or the command line."""
+    write("conf/train.yaml", "extra_context:\n  critic:\n    value_clip: 0.4\n    warmup_steps: 2\n")
+    res = run_cli(
+        "describe",
+        "-s",
+        ctx_module,
+        "--format",
+        "json",
+        "--config-path",
+        "conf",
+        "--config-name",
+        "train",
+        "extra_context.critic.warmup_steps=9",
+    )
+    assert res.code == 0, res.err
+    sources = {row["path"]: (row["value"], row["source"]) for row in res.json()}
+    assert sources["extra_context.critic.value_clip"] == ("0.4", "config file")
+    assert sources["extra_context.critic.warmup_steps"] == ("9", "command-line override")
+    assert sources["extra_context.critic.shaping"] == ("'none'", "schema default")
+
+
+def test_config_file_flag(run_cli: Run, ctx_module: str, write: Callable[[str, str], Path]) -> None:
+    """--config FILE reads one YAML file instead of verl's config."""
+    write("run.yaml", "extra_context:\n  critic:\n    value_clip: -3\n")
+    res = run_cli("validate", "-s", ctx_module, "--config", "run.yaml")
+    assert res.code == 1
+    assert "extra_context.critic.value_clip" in res.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["validate", "-s", "no_such_module_xyz"], "cannot import schema module 'no_such_module_xyz'"),
+        (["validate", "-s", "my_ctx", "extra_context.critic.value_clip=="], "cannot compose config"),
+        (["validate", "-s", "my_ctx", "+extra_context.critic"], "cannot compose config"),
+        (["validate", "-s", "my_ctx", "--config", "broken.yaml"], "cannot"),
+        (["validate", "-s", "my_ctx", "--config", "missing.yaml"], "does not exist"),
+        (["validate", "-s", "my_ctx", "--config-path", "conf"], "go together"),
+        (["validate", "--format", "xml", "-s", "my_ctx"], "Invalid value for '--format'"),
+        (["validate"], "name at least one schema module"),
+    ],
+)
+def test_bad_input_is_a_usage_error(
+    run_cli: Run, ctx_module: str, write: Callable[[str, str], Path], args: list[str], message: str
+) -> None:
+    """Unknown module, malformed override, malformed YAML, bad flags: a clear message and exit 2."""
+    write("broken.yaml", "extra_context:\n  critic: [unclosed\n")
+    res = run_cli(*args)
+    assert res.code == 2, (res.out, res.err)
+    assert message in res.err
+    assert "Traceback" not in res.err
+
+
+def test_missing_verl_is_a_usage_error(
+    run_cli: Run, ctx_module: str, write: Callable[[str, str], Path], tmp_path: Path
+) -> None:
+    """Without verl installed and no --config, the message names the pip extra and the alternatives."""
+    # sitecustomize runs at interpreter start-up: verl then cannot be found, as on a machine without it.
+    hide = write("hide_verl/sitecustomize.py", "import sys\nsys.modules['verl'] = None\n").parent
+    res = run_cli("validate", "-s", ctx_module, env={"PYTHONPATH": f"{hide}{os.pathsep}{tmp_path}"})
+    assert res.code == 2, (res.out, res.err)
+    assert "pip install 'verl-ctx[verl]'" in res.err
+    assert "--config FILE" in res.err
+
+
+def test_validate_imports_neither_torch_nor_ray(tmp_path: Path, write: Callable[[str, str], Path]) -> None:
+    """The pre-launch check stays light: composing verl's config and validating imports no torch or ray."""
+    import subprocess
+    import sys
+
+    write("my_ctx.py", CONTEXTS)
+    code = (
+        "import sys; from verl_ctx.cli import main\n"
+        "try:\n    main(['validate', '-s', 'my_ctx'])\nexcept SystemExit:\n    pass\n"
+        "print('HEAVY', [m for m in ('torch', 'ray', 'verl') if m in sys.modules])"
+    )
+    started = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+    assert time.perf_counter() - started < 30
+
+
+def test_run_refuses_invalid_contexts_before_ray_starts(run_cli: Run, ctx_module: str) -> None:
+    """`verl-ctx run` validates first: an invalid context exits 1 and nothing is launched."""
+    res = run_cli("run", "-s", ctx_module, "+extra_context.critic.value_clip=0")
+    assert res.code == 1
+    assert "nothing was launched" in res.err
+    assert "Started a local Ray instance" not in res.out + res.err
