@@ -148,7 +148,9 @@ def test_raw_extra_context_lint_names_key_and_class() -> None:
         warnings.simplefilter("always")
         problems = lint_extra_context(extra)
     assert len(problems) == 2
-    assert "extra_context['local']" in problems[0] and "InFunction" in problems[0]
-    assert "extra_context['nested.g[0]']" in problems[1] and "no_such_module_anywhere" in problems[1]
+    assert "extra_context['local']" in problems[0]
+    assert "InFunction" in problems[0]
+    assert "extra_context['nested.g[0]']" in problems[1]
+    assert "no_such_module_anywhere" in problems[1]
     assert all(issubclass(w.category, PayloadWarning) for w in caught)
     assert lint_extra_context({"fine": _Local()}, warn=False) == []
