@@ -8,8 +8,8 @@ so the worker always gets a validated instance and never an object named by the 
 
 Two things msgpack would get wrong are carried in extension types:
 
-* a tz-aware datetime becomes a UTC timestamp and loses its offset, so such values travel as
-  ``Ext(1, isoformat)``. Only fields whose type can hold a datetime are walked for them (planned once
+* a tz-aware datetime becomes a UTC timestamp and loses its offset, so one with a non-zero offset travels
+  as ``Ext(1, isoformat)`` (a UTC one as the native timestamp). Only fields whose type can hold a datetime are walked for them (planned once
   per class), so a table of ints pays nothing;
 * an int outside [-2**63, 2**64) raises ``OverflowError``; then the whole value is re-walked once and
   such ints travel as ``Ext(2, decimal text)``.
@@ -63,28 +63,43 @@ class UnencodableError(TypeError):
 
 # --- encoding ------------------------------------------------------------------------------------------
 
-_datetime_fields: dict[type, tuple[str, ...]] = {}
+# model class -> (names of fields whose type can hold a datetime, whether the model keeps extra fields).
+# Planned once per class: the encoder's hook runs once per model instance, 100,000 times for a large table.
+_plans: dict[type, tuple[tuple[str, ...], bool]] = {}
 
 
-def _model_dict(obj: BaseModel) -> dict[str, Any]:
-    cls = type(obj)
-    fields = _datetime_fields.get(cls)
-    if fields is None:
-        fields = _datetime_fields[cls] = tuple(
-            name for name, info in cls.model_fields.items() if _may_hold_datetime(info.annotation)
-        )
-    data = obj.__dict__
-    extra = obj.__pydantic_extra__
-    if fields or extra:
-        data = {**data, **extra} if extra else dict(data)
-        for name in fields:
-            data[name] = _wrap_datetimes(data[name])
+def _plan(cls: type[BaseModel]) -> tuple[tuple[str, ...], bool]:
+    fields = tuple(name for name, info in cls.model_fields.items() if _may_hold_datetime(info.annotation))
+    plan = _plans[cls] = (fields, cls.model_config.get("extra") == "allow")
+    return plan
+
+
+def _model_dict(obj: BaseModel, plan: tuple[tuple[str, ...], bool]) -> dict[str, Any]:
+    fields, keeps_extra = plan
+    data: dict[str, Any] = obj.__dict__
+    if keeps_extra and obj.__pydantic_extra__:
+        data = {**data, **obj.__pydantic_extra__}
+    copied = False
+    for name in fields:
+        value = data[name]
+        if type(value) is dt.datetime and (value.tzinfo is None or not value.utcoffset()):
+            continue  # the common case, kept inline: naive and UTC datetimes travel natively
+        wrapped = _wrap_datetimes(value)
+        if wrapped is not value:  # copy only when a value changes
+            if not copied:
+                data, copied = dict(data), True
+            data[name] = wrapped
     return data
 
 
 def _enc_hook(obj: Any) -> Any:
+    plan = _plans.get(type(obj))  # before isinstance: pydantic's metaclass makes isinstance slow
+    if plan is not None:
+        if not plan[0] and not plan[1]:
+            return obj.__dict__  # no datetime field, no extras: msgspec encodes the field values as they are
+        return _model_dict(obj, plan)
     if isinstance(obj, BaseModel):
-        return _model_dict(obj)
+        return _model_dict(obj, _plan(type(obj)))
     if isinstance(obj, (SecretStr, SecretBytes)):
         return obj.get_secret_value()  # the worker needs the secret itself; it is never logged
     if isinstance(obj, _STR_TYPES):
@@ -96,20 +111,26 @@ def _enc_hook(obj: Any) -> Any:
 
 
 def _wrap_datetimes(value: Any) -> Any:
+    """``value`` with each aware, non-UTC datetime in it as an extension; ``value`` itself if none is."""
     if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
+        # UTC travels natively (a msgpack timestamp decodes as UTC); only another offset needs the text form.
+        if value.tzinfo is not None and value.utcoffset():
             return msgspec.msgpack.Ext(EXT_AWARE_DATETIME, value.isoformat().encode())
         return value
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_wrap_datetimes(v) for v in value]
+        items = [_wrap_datetimes(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _wrap_datetimes(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         # A map key must stay hashable: aware datetime keys travel as ISO text, which pydantic parses back.
-        return {
+        out = {
             (k.isoformat() if isinstance(k, dt.datetime) and k.tzinfo else k): _wrap_datetimes(v)
             for k, v in value.items()
         }
+        return (
+            value if all(a is b for a, b in zip(out.values(), value.values())) and out.keys() == value.keys() else out
+        )
     return value
 
 
@@ -122,7 +143,9 @@ def _prepare_all(value: Any) -> Any:
             return value
         return msgspec.msgpack.Ext(EXT_BIG_INT, str(value).encode())
     if isinstance(value, BaseModel):
-        return {k: _prepare_all(v) for k, v in _model_dict(value).items()}
+        return {
+            k: _prepare_all(v) for k, v in _model_dict(value, _plans.get(type(value)) or _plan(type(value))).items()
+        }
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_prepare_all(v) for v in value]
     if isinstance(value, dict):
@@ -158,9 +181,12 @@ def _ext_hook(code: int, data: memoryview) -> Any:
 _decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
 
 
-def decode_payload(payload: bytes) -> Any:
+def decode_payload(payload: bytes, *, large: bool = False) -> Any:
     """Plain Python data from payload bytes; raises msgspec, ValueError, or RecursionError on bad bytes."""
-    return _decoder.decode(payload)
+    if not large:
+        return _decoder.decode(payload)
+    with paused_gc():  # every row becomes a dict the collector would otherwise traverse, again and again
+        return _decoder.decode(payload)
 
 
 def validate_data(schema: type[_M], data: Any, *, large: bool) -> _M:

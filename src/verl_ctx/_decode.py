@@ -10,7 +10,7 @@ import msgspec
 from pydantic import ValidationError
 
 from ._codec import GC_PAUSE_BYTES, decode_payload, validate_data
-from ._envelope import DEFAULT_MAX_BYTES, find_envelope
+from ._envelope import DEFAULT_MAX_BYTES, check_fields, find_envelope
 from ._errors import ContextValidationError, EnvelopeError, SchemaMismatchError, SchemaSkewWarning
 from ._pydantic_errors import field_errors
 from ._schema import Migration, RoleContext, SchemaInfo, schema_info
@@ -57,8 +57,9 @@ def decode(
             f"[{env_role}] payload is {len(payload)} bytes, over the {max_bytes}-byte limit; "
             "raise max_bytes= if this size is intended"
         )
+    large = len(payload) > GC_PAUSE_BYTES
     try:
-        data = decode_payload(payload)
+        data = decode_payload(payload, large=large)
     except (msgspec.DecodeError, ValueError, OverflowError) as e:
         raise EnvelopeError(f"[{env_role}] corrupt payload: {e}") from None
     except RecursionError:
@@ -71,7 +72,7 @@ def decode(
     if not same_shape:
         data = _upgrade(env, info, data, schema.__verl_ctx_migrations__)
     try:
-        instance = validate_data(schema, data, large=len(payload) > GC_PAUSE_BYTES)
+        instance = validate_data(schema, data, large=large)
     except ValidationError as e:
         errors = field_errors(e, role=env_role, schema=schema, secret_names=info.secret_fields)
         if same_shape:
@@ -131,13 +132,13 @@ def _upgrade(
 
 
 def _differing(env: Mapping[str, Any], info: SchemaInfo) -> list[str]:
-    theirs: Mapping[str, str] = env["fields"]
+    theirs = check_fields(env)
     ours = info.field_digests
     return sorted(name for name in set(theirs) | set(ours) if theirs.get(name) != ours.get(name))
 
 
 def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
-    theirs: Mapping[str, str] = env["fields"]
+    theirs = check_fields(env)
     ours = info.field_digests
     parts = []
     for name in _differing(env, info):

@@ -38,6 +38,7 @@ __all__ = [
     "attach",
     "EnvelopeV1",
     "check_envelope",
+    "check_fields",
     "encode",
     "envelope_json_schema",
     "find_envelope",
@@ -63,6 +64,9 @@ class EnvelopeV1(msgspec.Struct, frozen=True):
     fingerprint: str
     fields: dict[str, str]
     payload: bytes
+
+
+_FIELDS = EnvelopeV1.__struct_fields__
 
 
 def envelope_json_schema() -> dict[str, Any]:
@@ -165,6 +169,25 @@ def from_text(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any
 
 def check_envelope(env: object) -> dict[str, Any]:
     """``env`` itself when it is a well-formed envelope of a known format, else ``EnvelopeError``."""
+    # Fast path, taken by every envelope verl_ctx.encode made: exact types, no copy. This runs on every
+    # decode in every worker, so it avoids msgspec.convert (which costs more than the S payload's decode).
+    if (
+        type(env) is dict
+        and env.get(FORMAT_KEY) == ENVELOPE_FORMAT
+        and type(env.get("payload")) is bytes
+        and type(env.get("role")) is str
+        and type(env.get("fingerprint")) is str
+        and type(env.get("schema_id")) is str
+        and type(env.get("schema_version")) is int
+        and type(env.get("fields")) is dict
+        and len(env) == len(_FIELDS)
+    ):
+        return env
+    return _check_slowly(env)
+
+
+def _check_slowly(env: object) -> dict[str, Any]:
+    """The full check, with a message that says what is wrong."""
     if not isinstance(env, Mapping) or FORMAT_KEY not in env:
         raise EnvelopeError(
             f"not a verl-ctx envelope: expected a mapping with a '{FORMAT_KEY}' key (made by verl_ctx.encode); "
@@ -186,6 +209,14 @@ def check_envelope(env: object) -> dict[str, Any]:
     return msgspec.structs.asdict(checked)
 
 
+def check_fields(env: Mapping[str, Any]) -> Mapping[str, str]:
+    """The per-field digests of an envelope, checked (read only when driver and worker schemas differ)."""
+    fields = env["fields"]
+    if not all(type(k) is str and type(v) is str for k, v in fields.items()):
+        raise EnvelopeError("corrupt envelope: 'fields' should map field names to digests (str -> str)")
+    return fields  # type: ignore[no-any-return]
+
+
 def _kind(value: object) -> str:
     if isinstance(value, Mapping):
         return f"a {type(value).__name__} with keys {sorted(map(str, value))[:8]}"
@@ -200,9 +231,10 @@ def find_envelope(source: object, roles: tuple[str, ...], *, max_bytes: int = DE
     """
     if isinstance(source, str):
         return from_text(source, max_bytes=max_bytes)
-    holder = getattr(source, "extra_context", None)
-    if holder is not None and not isinstance(source, Mapping):
-        source = holder
+    if not isinstance(source, Mapping):
+        holder = getattr(source, "extra_context", None)
+        if holder is not None:
+            source = holder
     if not isinstance(source, Mapping):
         raise EnvelopeError(
             "decode() reads an envelope, its text, an extra_context mapping, or an object with an "

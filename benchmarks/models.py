@@ -1,0 +1,196 @@
+"""The three context sizes of the benchmark, as pydantic schemas and as msgspec Structs (the speed limit).
+
+S: a flat model, 20 leaf values. M: nested, ~200 leaves with datetimes, UUIDs, an enum, lists of
+sub-models. L: a 100,000-row table of small sub-models (a curriculum or prompt-weight table).
+
+Each set of pydantic classes is defined by ``_define()``. Called at import time, its classes are made
+importable here (pickled by reference, as from a recipe's module); ``by_value_models()`` defines fresh ones
+that cloudpickle must send by value, as it does for classes in a driver script's ``__main__``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+from typing import Any
+
+import msgspec
+from pydantic import BaseModel, Field
+
+from verl_ctx import ContextRegistry, RoleContext
+
+L_ROWS = 100_000
+_T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _define() -> dict[str, Any]:
+    registry = ContextRegistry("benchmarks")
+
+    class Stage(enum.Enum):
+        WARMUP = "warmup"
+        MAIN = "main"
+        COOLDOWN = "cooldown"
+
+    class Small(RoleContext, role="small", registry=registry):
+        lr_scale: float = 1.0
+        kl_coef: float = 0.01
+        clip_low: float = 0.2
+        clip_high: float = 0.28
+        entropy_coef: float = 0.0
+        warmup_steps: int = 10
+        total_steps: int = 1000
+        seed: int = 42
+        micro_batch: int = 4
+        grad_accum: int = 8
+        use_kl: bool = True
+        use_entropy: bool = False
+        normalize_adv: bool = True
+        run_name: str = "ppo-run"
+        reward_fn: str = "gsm8k"
+        tokenizer: str = "Qwen/Qwen2.5-0.5B"
+        shaping: str = "none"
+        max_len: int = 2048
+        temperature: float = 1.0
+        top_p: float = 1.0
+
+    class Phase(BaseModel):
+        name: str
+        stage: Stage
+        start: dt.datetime
+        ident: uuid.UUID
+        weight: float
+        steps: int
+        tags: list[str]
+
+    class Medium(RoleContext, role="medium", registry=registry):
+        experiment: str
+        created: dt.datetime
+        owner: uuid.UUID
+        phases: list[Phase]
+        weights: dict[str, float]
+        flags: list[bool]
+
+    class Row(BaseModel):
+        prompt_id: int
+        weight: float
+        source: str
+
+    class Large(RoleContext, role="large", registry=registry):
+        rows: list[Row] = Field(default_factory=list)
+
+    return {"Stage": Stage, "Small": Small, "Phase": Phase, "Medium": Medium, "Row": Row, "Large": Large}
+
+
+def _make_importable(classes: dict[str, Any]) -> dict[str, Any]:
+    for name, cls in classes.items():
+        cls.__qualname__ = name
+        cls.__module__ = __name__
+        globals()[name] = cls
+    return classes
+
+
+IMPORTABLE = _make_importable(_define())
+
+
+def by_value_models() -> dict[str, Any]:
+    """Fresh classes cloudpickle cannot import by name, so it pickles them by value (as for ``__main__``)."""
+    return _define()
+
+
+# --- the limit: msgspec Structs, no pydantic ----------------------------------------------------------
+
+
+class SStage(enum.Enum):
+    WARMUP = "warmup"
+    MAIN = "main"
+    COOLDOWN = "cooldown"
+
+
+class SSmall(msgspec.Struct):
+    lr_scale: float = 1.0
+    kl_coef: float = 0.01
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    entropy_coef: float = 0.0
+    warmup_steps: int = 10
+    total_steps: int = 1000
+    seed: int = 42
+    micro_batch: int = 4
+    grad_accum: int = 8
+    use_kl: bool = True
+    use_entropy: bool = False
+    normalize_adv: bool = True
+    run_name: str = "ppo-run"
+    reward_fn: str = "gsm8k"
+    tokenizer: str = "Qwen/Qwen2.5-0.5B"
+    shaping: str = "none"
+    max_len: int = 2048
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+
+class SPhase(msgspec.Struct):
+    name: str
+    stage: SStage
+    start: dt.datetime
+    ident: uuid.UUID
+    weight: float
+    steps: int
+    tags: list[str]
+
+
+class SMedium(msgspec.Struct):
+    experiment: str
+    created: dt.datetime
+    owner: uuid.UUID
+    phases: list[SPhase]
+    weights: dict[str, float]
+    flags: list[bool]
+
+
+class SRow(msgspec.Struct):
+    prompt_id: int
+    weight: float
+    source: str
+
+
+class SLarge(msgspec.Struct):
+    rows: list[SRow]
+
+
+def medium_data() -> dict[str, Any]:
+    """~200 leaves: 20 phases of 9 (3 of them tags), 10 weights, 10 flags, 3 top-level values."""
+    return {
+        "experiment": "grpo-math",
+        "created": _T0,
+        "owner": uuid.UUID(int=7),
+        "phases": [
+            {"name": f"phase-{i}", "stage": ["warmup", "main", "cooldown"][i % 3], "start": _T0 + dt.timedelta(hours=i),
+             "ident": uuid.UUID(int=i), "weight": i / 20, "steps": 100 * i, "tags": ["a", "b", str(i)]}
+            for i in range(20)
+        ],
+        "weights": {f"source-{i}": i / 10 for i in range(10)},
+        "flags": [i % 2 == 0 for i in range(10)],
+    }
+
+
+def large_rows(n: int = L_ROWS) -> list[dict[str, Any]]:
+    return [{"prompt_id": i, "weight": (i % 97) / 97, "source": ("gsm8k", "math", "code")[i % 3]} for i in range(n)]
+
+
+def instances(classes: dict[str, Any], rows: int = L_ROWS) -> dict[str, Any]:
+    """One S, M and L instance of ``classes`` (pydantic) built from the same data."""
+    return {
+        "S": classes["Small"](),
+        "M": classes["Medium"].model_validate(medium_data()),
+        "L": classes["Large"].model_validate({"rows": large_rows(rows)}),
+    }
+
+
+def struct_instances(rows: int = L_ROWS) -> dict[str, Any]:
+    return {
+        "S": SSmall(),
+        "M": msgspec.convert(medium_data(), SMedium),
+        "L": msgspec.convert({"rows": large_rows(rows)}, SLarge),
+    }
