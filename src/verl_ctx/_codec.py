@@ -9,8 +9,8 @@ so the worker always gets a validated instance and never an object named by the 
 Two things msgpack would get wrong are carried in extension types:
 
 * a tz-aware datetime becomes a UTC timestamp and loses its offset, so one with a non-zero offset travels
-  as ``Ext(1, isoformat)`` (a UTC one as the native timestamp). Only fields whose type can hold a datetime are walked for them (planned once
-  per class), so a table of ints pays nothing;
+  as ``Ext(1, isoformat)`` (a UTC one as the native timestamp). Only fields whose type can hold a datetime
+  are looked at (planned once per class), so a table of ints pays nothing;
 * an int outside [-2**63, 2**64) raises ``OverflowError``; then the whole value is re-walked once and
   such ints travel as ``Ext(2, decimal text)``.
 """
@@ -119,7 +119,7 @@ def _wrap_datetimes(value: Any) -> Any:
         return value
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [_wrap_datetimes(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _wrap_datetimes(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
@@ -128,9 +128,8 @@ def _wrap_datetimes(value: Any) -> Any:
             (k.isoformat() if isinstance(k, dt.datetime) and k.tzinfo else k): _wrap_datetimes(v)
             for k, v in value.items()
         }
-        return (
-            value if all(a is b for a, b in zip(out.values(), value.values())) and out.keys() == value.keys() else out
-        )
+        same_keys = out.keys() == value.keys()
+        return value if same_keys and all(out[k] is v for k, v in value.items()) else out
     return value
 
 
