@@ -29,7 +29,7 @@ import msgspec
 
 from ._codec import UnencodableError, encode_payload
 from ._errors import EnvelopeError, MissingContextError
-from ._schema import RoleContext, schema_info
+from ._schema import RoleContext, cached_info, schema_info
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -83,12 +83,14 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
     ``role`` picks one role of a schema shared by several (``role=("actor", "ref")``); it defaults to the
     schema's only role.
     """
-    if not isinstance(ctx, RoleContext):
-        raise EnvelopeError(
-            f"encode() takes a RoleContext instance; got {type(ctx).__qualname__}. "
-            "Declare `class MyContext(RoleContext, role=...)` and pass MyContext(...)"
-        )
-    info = schema_info(type(ctx))
+    info = cached_info(type(ctx))  # a dict hit first: pydantic's metaclass makes isinstance() slow
+    if info is None:
+        if not isinstance(ctx, RoleContext):
+            raise EnvelopeError(
+                f"encode() takes a RoleContext instance; got {type(ctx).__qualname__}. "
+                "Declare `class MyContext(RoleContext, role=...)` and pass MyContext(...)"
+            )
+        info = schema_info(type(ctx))
     role = _pick_role(info.roles, role, info.schema_id)
     try:
         payload = encode_payload(ctx)
@@ -100,7 +102,7 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
         "schema_id": info.schema_id,
         "schema_version": info.version,
         "fingerprint": info.fingerprint,
-        "fields": dict(info.field_digests),
+        "fields": info.field_digests.copy(),
         "payload": payload,
     }
 
@@ -229,6 +231,8 @@ def find_envelope(source: object, roles: tuple[str, ...], *, max_bytes: int = DE
     ``source`` is an envelope, its text, an ``extra_context``-like mapping holding ``verl_ctx``, or any
     object with an ``extra_context`` attribute (verl's ``TrainingWorkerConfig``).
     """
+    if type(source) is dict and FORMAT_KEY in source:
+        return check_envelope(source)  # the hot path: an envelope itself (isinstance(Mapping) is slow)
     if isinstance(source, str):
         return from_text(source, max_bytes=max_bytes)
     if not isinstance(source, Mapping):

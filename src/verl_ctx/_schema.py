@@ -17,7 +17,7 @@ from ._errors import SchemaDefinitionError
 if TYPE_CHECKING:
     from ._registry import ContextRegistry
 
-__all__ = ["KNOWN_ROLES", "Migration", "RoleContext", "SchemaInfo", "migration", "schema_info"]
+__all__ = ["KNOWN_ROLES", "Migration", "RoleContext", "SchemaInfo", "cached_info", "migration", "schema_info"]
 
 #: The roles verl itself starts workers for. Any other identifier is accepted for custom workers.
 KNOWN_ROLES: tuple[str, ...] = ("actor", "ref", "critic", "rollout", "reward")
@@ -65,7 +65,7 @@ class SchemaInfo:
     version: int
     fingerprint: str
     #: field name -> short digest of that field's schema (nested models inlined), to name what differs.
-    field_digests: Mapping[str, str]
+    field_digests: dict[str, str]
     #: names of fields, at any depth, typed SecretStr / SecretBytes: redacted in errors and provenance.
     secret_fields: frozenset[str]
 
@@ -170,9 +170,14 @@ _DOC_KEYS = frozenset({"title", "description", "examples"})
 _NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"})
 
 
+def cached_info(cls: type) -> SchemaInfo | None:
+    """The ``SchemaInfo`` computed for ``cls`` already, if any: one dict lookup, for the hot paths."""
+    return cls.__dict__.get(_INFO_ATTR)
+
+
 def schema_info(schema: type[RoleContext]) -> SchemaInfo:
     """The ``SchemaInfo`` of a concrete ``RoleContext`` subclass (cached on the class)."""
-    info: SchemaInfo | None = schema.__dict__.get(_INFO_ATTR)
+    info = cached_info(schema)
     if info is not None:
         return info
     if not (isinstance(schema, type) and issubclass(schema, RoleContext)):
