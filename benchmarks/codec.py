@@ -33,12 +33,23 @@ def methods(kind: str, obj: Any, struct_obj: Any, by_value_obj: Any) -> list[tup
     struct_decoder = msgspec.msgpack.Decoder(type(struct_obj))
     struct_encoder = msgspec.msgpack.Encoder()
     return [
-        (Method("verl-ctx encode/decode (envelope + fingerprint check)", encode,
-                lambda env: decode(env, cls), lambda env: len(env["payload"])), obj),
+        (
+            Method(
+                "verl-ctx encode/decode (envelope + fingerprint check)",
+                encode,
+                lambda env: decode(env, cls),
+                lambda env: len(env["payload"]),
+            ),
+            obj,
+        ),
         (Method("cloudpickle of the instance (Ray today)", cloudpickle.dumps, cloudpickle.loads, len), obj),
         (Method("cloudpickle, class in __main__ (by value)", cloudpickle.dumps, cloudpickle.loads, len), by_value_obj),
-        (Method("model_dump_json / model_validate_json", lambda o: o.model_dump_json(),
-                cls.model_validate_json, len), obj),
+        (
+            Method(
+                "model_dump_json / model_validate_json", lambda o: o.model_dump_json(), cls.model_validate_json, len
+            ),
+            obj,
+        ),
         (Method("limit: msgspec.Struct, no pydantic", struct_encoder.encode, struct_decoder.decode, len), struct_obj),
     ]
 
@@ -67,14 +78,18 @@ def measure(quick: bool = False) -> list[Result]:
             except Exception as e:  # a method that cannot carry this context is a result, not a crash
                 results.append(Result(kind, method.name, error=f"{type(e).__name__}: {str(e)[:70]}"))
                 continue
-            results.append(Result(
-                kind, method.name,
-                encode=median_seconds(lambda m=method, o=obj: m.encode(o), number=number, repeat=repeat),
-                decode=median_seconds(lambda m=method, b=blob: m.decode(b), number=number, repeat=repeat),
-                round_trip=median_seconds(lambda m=method, o=obj: m.decode(m.encode(o)), number=number,
-                                          repeat=repeat),
-                nbytes=method.size(blob),
-            ))
+            results.append(
+                Result(
+                    kind,
+                    method.name,
+                    encode=median_seconds(lambda m=method, o=obj: m.encode(o), number=number, repeat=repeat),
+                    decode=median_seconds(lambda m=method, b=blob: m.decode(b), number=number, repeat=repeat),
+                    round_trip=median_seconds(
+                        lambda m=method, o=obj: m.decode(m.encode(o)), number=number, repeat=repeat
+                    ),
+                    nbytes=method.size(blob),
+                )
+            )
     return results
 
 
@@ -92,7 +107,16 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
         if r.method.startswith("verl-ctx"):
             ratios[r.size] = ratio
             shown = f"**{ratio:.3f}** (target ≤ {TARGETS[r.size]})"
-        rows.append([r.size, r.method, fmt_seconds(r.encode), fmt_seconds(r.decode), fmt_seconds(r.round_trip),
-                     f"{r.nbytes:,}", shown])
+        rows.append(
+            [
+                r.size,
+                r.method,
+                fmt_seconds(r.encode),
+                fmt_seconds(r.decode),
+                fmt_seconds(r.round_trip),
+                f"{r.nbytes:,}",
+                shown,
+            ]
+        )
     headers = ["size", "method", "encode", "decode", "round trip", "bytes", "round trip / cloudpickle"]
     return table(headers, rows), ratios

@@ -166,8 +166,15 @@ def medium_data() -> dict[str, Any]:
         "created": _T0,
         "owner": uuid.UUID(int=7),
         "phases": [
-            {"name": f"phase-{i}", "stage": ["warmup", "main", "cooldown"][i % 3], "start": _T0 + dt.timedelta(hours=i),
-             "ident": uuid.UUID(int=i), "weight": i / 20, "steps": 100 * i, "tags": ["a", "b", str(i)]}
+            {
+                "name": f"phase-{i}",
+                "stage": ["warmup", "main", "cooldown"][i % 3],
+                "start": _T0 + dt.timedelta(hours=i),
+                "ident": uuid.UUID(int=i),
+                "weight": i / 20,
+                "steps": 100 * i,
+                "tags": ["a", "b", str(i)],
+            }
             for i in range(20)
         ],
         "weights": {f"source-{i}": i / 10 for i in range(10)},
