@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import TrainingWorker
@@ -34,7 +34,7 @@ class Row(BaseModel):
 
 
 class BigContext(RoleContext, role="critic", registry=_REG):
-    rows: list[Row] = []
+    rows: list[Row] = Field(default_factory=list)
     blob: bytes = b""
 
 
