@@ -69,5 +69,9 @@ def verl_config() -> Any:
         config_file=None,
         config_path=None,
         config_name=None,
-        overrides=["algorithm.adv_estimator=gae", "actor_rollout_ref.actor.use_kl_loss=True"],
+        overrides=[
+            "algorithm.adv_estimator=gae",
+            "actor_rollout_ref.actor.use_kl_loss=True",
+            "actor_rollout_ref.rollout.name=vllm",  # the LLM client reads it; nothing starts vLLM
+        ],
     )

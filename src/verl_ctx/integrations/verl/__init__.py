@@ -12,6 +12,9 @@ rollout        ``actor_rollout_ref.rollout.custom.verl_ctx.rollout`` as text (``
 reward, other  top-level ``verl_ctx.<role>`` of the Hydra config as text (``config_context``)
 =============  ==========================================================================================
 
+``ExternalLLMServerClient`` routes rollout requests to LLM servers started outside the job, from a typed
+``ExternalRouting`` in the rollout context.
+
 Entry points: ``verl-ctx run`` (``launch``) for the stock TaskRunners; ``make_task_runner``,
 ``bind_role_worker_mapping``, ``bind_config`` and the mixins for a recipe with its own TaskRunner.
 """
@@ -32,6 +35,13 @@ from ._binding import (  # noqa: E402
 )
 from ._config_channel import bind_config, config_context  # noqa: E402
 from ._launch import launch, prepare  # noqa: E402
+from ._routing import (  # noqa: E402
+    ExternalRolloutContext,
+    ExternalRouting,
+    Router,
+    ServerRef,
+    ServerUnavailableError,
+)
 from ._runners import (  # noqa: E402
     ContextTaskRunnerMixin,
     ContextTaskRunnerV1Mixin,
@@ -41,6 +51,16 @@ from ._runners import (  # noqa: E402
 )
 from ._store import DEFAULT_OFFLOAD_BYTES, offload_large, resolve  # noqa: E402
 
+
+def __getattr__(name: str) -> object:
+    # verl's LLMServerClient module pulls its rollout stack: import the subclass on first use only.
+    if name == "ExternalLLMServerClient":
+        from ._llm_client import ExternalLLMServerClient
+
+        return ExternalLLMServerClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_OFFLOAD_BYTES",
     "ENVELOPES_ATTR",
@@ -48,6 +68,12 @@ __all__ = [
     "ContextTaskRunnerMixin",
     "ContextTaskRunnerV1Mixin",
     "ContextTrainerMixin",
+    "ExternalLLMServerClient",
+    "ExternalRolloutContext",
+    "ExternalRouting",
+    "Router",
+    "ServerRef",
+    "ServerUnavailableError",
     "bind_config",
     "bind_role_worker_mapping",
     "bind_worker_cls",
