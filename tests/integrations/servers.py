@@ -12,8 +12,9 @@ class StubServer:
         self.delay_s = delay_s
         self.seen: list[str] = []
 
-    async def generate(self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any],
-                       **kwargs: Any) -> Any:
+    async def generate(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any
+    ) -> Any:
         from verl.workers.rollout.replica import TokenOutput
 
         self.seen.append(request_id)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from verl_ctx import ContextRegistry, ContextValidationError, ContextError, MissingContextError, validate
+from verl_ctx import ContextError, ContextRegistry, ContextValidationError, MissingContextError, validate
 from verl_ctx.integrations.verl import (
     ExternalRolloutContext,
     ServerUnavailableError,
@@ -43,8 +43,10 @@ def servers(ray_cluster: None) -> Iterator[dict[str, Any]]:
     import ray
 
     actor = ray.remote(num_cpus=0)(StubServer)
-    handles = {n: actor.options(name=n, namespace=NAMESPACE, lifetime=None).remote(n, delay_s=0.2 if n == "slow" else 0)
-               for n in ("a", "b", "slow")}
+    handles = {
+        n: actor.options(name=n, namespace=NAMESPACE, lifetime=None).remote(n, delay_s=0.2 if n == "slow" else 0)
+        for n in ("a", "b", "slow")
+    }
     ray.get([h.calls.remote() for h in handles.values()])
     yield handles
     for h in handles.values():
