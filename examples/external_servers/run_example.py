@@ -1,4 +1,6 @@
-"""Route rollout requests to an inference pool started outside the job: `python -m examples.external_servers.run_example`.
+"""Route rollout requests to an inference pool started outside the job.
+
+Run: `python -m examples.external_servers.run_example`
 
 1. a pool of named server actors is started (here, on a local Ray cluster; normally by another job);
 2. the recipe's rollout context names them; `verl-ctx validate` checks it before launch;
