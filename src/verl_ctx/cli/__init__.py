@@ -10,12 +10,14 @@ import functools
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from .._errors import ConfigError, ContextError, ContextValidationError
+from .._validate import ContextSet
 from . import _render as render
 
 __all__ = ["main"]
@@ -86,13 +88,23 @@ def cli() -> None:
     """Typed, validated, versioned context for verl's workers."""
 
 
+@dataclass
+class _Checked:
+    """A composed config, its validated contexts, and the warnings validation raised."""
+
+    config: Any
+    contexts: ContextSet
+    warnings: list[str]
+
+
 def _validated(
     modules: Sequence[str],
     config_file: str | None,
     config_path: str | None,
     config_name: str | None,
     overrides: Sequence[str],
-) -> tuple[Any, list[warnings.WarningMessage]]:
+) -> _Checked:
+    """Import the schema modules, compose the config as verl would, validate every role."""
     from .._validate import validate
     from ._load import compose_config, import_schema_modules
 
@@ -103,7 +115,7 @@ def _validated(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         contexts = validate(config, overrides=overrides)
-    return (config, contexts), caught
+    return _Checked(config, contexts, render.warning_texts(caught))
 
 
 @cli.command()
@@ -120,20 +132,19 @@ def validate(
 ) -> None:
     """Check every role's context in the composed config; list every error at once."""
     try:
-        (_, contexts), caught = _validated(modules, config_file, config_path, config_name, overrides)
+        checked = _validated(modules, config_file, config_path, config_name, overrides)
     except ContextValidationError as e:
         if fmt == "json":
             render.emit_json({"valid": False, "errors": [render.error_dict(x) for x in e.errors], "warnings": []})
         else:
             click.echo(render.bad(str(e)), err=True)
         sys.exit(EXIT_INVALID)
-    notes = render.warning_texts(caught)
+    summary = render.roles_summary(checked.contexts)
     if fmt == "json":
-        render.emit_json({"valid": True, "errors": [], "warnings": notes, "roles": render.roles_summary(contexts)})
+        render.emit_json({"valid": True, "errors": [], "warnings": checked.warnings, "roles": summary})
         return
-    for note in notes:
+    for note in checked.warnings:
         click.echo(render.warn(note), err=True)
-    summary = render.roles_summary(contexts)
     parts = [f"{role} ({s['schema_id']} v{s['version']}, {s['payload_bytes']:,} B)" for role, s in summary.items()]
     click.echo(render.ok(f"contexts valid for {len(parts)} role(s): " + (", ".join(parts) or "none registered")))
 
@@ -151,12 +162,12 @@ def describe(
     fmt: str,
 ) -> None:
     """Show every field of every role with its value and where it came from (secrets redacted)."""
-    (_, contexts), caught = _validated(modules, config_file, config_path, config_name, overrides)
-    rows = contexts.describe()
+    checked = _validated(modules, config_file, config_path, config_name, overrides)
+    rows = checked.contexts.describe()
     if fmt == "json":
         render.emit_json([{"role": p.role, "path": p.path, "value": p.value, "source": p.source} for p in rows])
         return
-    for note in render.warning_texts(caught):
+    for note in checked.warnings:
         click.echo(render.warn(note), err=True)
     click.echo(render.table(["role", "field", "value", "source"], render.provenance_rows(rows)))
 
@@ -273,17 +284,16 @@ def run(
     before Ray starts.
     """
     try:
-        contexts, caught = _validated(modules, config_file, config_path, config_name, overrides)
+        checked = _validated(modules, config_file, config_path, config_name, overrides)
     except ContextValidationError as e:
         click.echo(render.bad(str(e)), err=True)
         click.echo("nothing was launched", err=True)
         sys.exit(EXIT_INVALID)
-    for note in render.warning_texts(caught):
+    for note in checked.warnings:
         click.echo(render.warn(note), err=True)
     from ..integrations.verl import DEFAULT_OFFLOAD_BYTES, launch
 
-    config, contexts = contexts
-    launch(config, contexts, offload_threshold=offload_bytes or DEFAULT_OFFLOAD_BYTES)
+    launch(checked.config, checked.contexts, offload_threshold=offload_bytes or DEFAULT_OFFLOAD_BYTES)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
