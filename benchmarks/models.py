@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import typing
 import uuid
 from typing import Any
 
@@ -98,65 +99,40 @@ def by_value_models() -> dict[str, Any]:
     return _define()
 
 
-# --- the limit: msgspec Structs, no pydantic ----------------------------------------------------------
+# --- the limit: the same shapes as msgspec Structs, no pydantic -------------------------------------
 
 
-class SStage(enum.Enum):
-    WARMUP = "warmup"
-    MAIN = "main"
-    COOLDOWN = "cooldown"
+def _as_struct_type(tp: Any, structs: dict[type, type]) -> Any:
+    """``tp`` with each pydantic model in it replaced by its Struct (``list[Phase]`` -> ``list[SPhase]``)."""
+    if tp in structs:
+        return structs[tp]
+    args = typing.get_args(tp)
+    if not args:
+        return tp
+    return typing.get_origin(tp)[tuple(_as_struct_type(a, structs) for a in args)]
 
 
-class SSmall(msgspec.Struct):
-    lr_scale: float = 1.0
-    kl_coef: float = 0.01
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    entropy_coef: float = 0.0
-    warmup_steps: int = 10
-    total_steps: int = 1000
-    seed: int = 42
-    micro_batch: int = 4
-    grad_accum: int = 8
-    use_kl: bool = True
-    use_entropy: bool = False
-    normalize_adv: bool = True
-    run_name: str = "ppo-run"
-    reward_fn: str = "gsm8k"
-    tokenizer: str = "Qwen/Qwen2.5-0.5B"
-    shaping: str = "none"
-    max_len: int = 2048
-    temperature: float = 1.0
-    top_p: float = 1.0
+def _structs_of(*models: type[BaseModel]) -> dict[type, type]:
+    """A msgspec Struct per pydantic model, same fields and defaults (models listed inner first)."""
+    structs: dict[type, type] = {}
+    for model in models:
+        fields: list[Any] = []
+        for name, info in model.model_fields.items():
+            tp = _as_struct_type(info.annotation, structs)
+            if info.default_factory is not None:
+                fields.append((name, tp, msgspec.field(default_factory=info.default_factory)))
+            elif info.is_required():
+                fields.append((name, tp))
+            else:
+                fields.append((name, tp, info.default))
+        structs[model] = msgspec.defstruct(f"S{model.__name__}", fields)
+    return structs
 
 
-class SPhase(msgspec.Struct):
-    name: str
-    stage: SStage
-    start: dt.datetime
-    ident: uuid.UUID
-    weight: float
-    steps: int
-    tags: list[str]
-
-
-class SMedium(msgspec.Struct):
-    experiment: str
-    created: dt.datetime
-    owner: uuid.UUID
-    phases: list[SPhase]
-    weights: dict[str, float]
-    flags: list[bool]
-
-
-class SRow(msgspec.Struct):
-    prompt_id: int
-    weight: float
-    source: str
-
-
-class SLarge(msgspec.Struct):
-    rows: list[SRow]
+# A separate Enum for the Structs: a typed msgspec decoder caches a lookup table on the Enum class, which
+# would then break cloudpickle of the pydantic models that share it (CODEC_NOTES trap 8).
+_STRUCT_MODELS = _define()
+STRUCTS = _structs_of(*(_STRUCT_MODELS[n] for n in ("Small", "Phase", "Medium", "Row", "Large")))
 
 
 def medium_data() -> dict[str, Any]:
@@ -196,8 +172,9 @@ def instances(classes: dict[str, Any], rows: int = L_ROWS) -> dict[str, Any]:
 
 
 def struct_instances(rows: int = L_ROWS) -> dict[str, Any]:
+    small, medium, large = (STRUCTS[_STRUCT_MODELS[n]] for n in ("Small", "Medium", "Large"))
     return {
-        "S": SSmall(),
-        "M": msgspec.convert(medium_data(), SMedium),
-        "L": msgspec.convert({"rows": large_rows(rows)}, SLarge),
+        "S": small(),
+        "M": msgspec.convert(medium_data(), medium),
+        "L": msgspec.convert({"rows": large_rows(rows)}, large),
     }

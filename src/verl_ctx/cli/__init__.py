@@ -27,8 +27,28 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 
-def _config_inputs(fn: _F) -> _F:
-    """The inputs ``validate``, ``describe`` and ``run`` share: schema modules, a config, Hydra overrides."""
+@dataclass(frozen=True)
+class ConfigInputs:
+    """What ``validate``, ``describe`` and ``run`` read: schema modules, a config, Hydra overrides."""
+
+    modules: tuple[str, ...]
+    config_file: str | None
+    config_path: str | None
+    config_name: str | None
+    overrides: tuple[str, ...]
+
+
+_INPUT_NAMES = ("modules", "config_file", "config_path", "config_name", "overrides")
+
+
+def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the shared options and hand them to the command as one ``inputs: ConfigInputs``."""
+
+    @functools.wraps(fn)
+    def with_inputs(**kwargs: Any) -> Any:
+        inputs = ConfigInputs(**{name: kwargs.pop(name) for name in _INPUT_NAMES})
+        return fn(inputs=inputs, **kwargs)
+
     options = [
         click.option(
             "-s",
@@ -49,9 +69,10 @@ def _config_inputs(fn: _F) -> _F:
         click.option("--config-name", default=None, metavar="NAME", help="Hydra config name in --config-path."),
         click.argument("overrides", nargs=-1, metavar="[OVERRIDE]..."),
     ]
+    command: Callable[..., Any] = with_inputs
     for option in reversed(options):
-        fn = option(fn)
-    return fn
+        command = option(command)
+    return command
 
 
 def _format_option(fn: _F) -> _F:
@@ -97,24 +118,21 @@ class _Checked:
     warnings: list[str]
 
 
-def _validated(
-    modules: Sequence[str],
-    config_file: str | None,
-    config_path: str | None,
-    config_name: str | None,
-    overrides: Sequence[str],
-) -> _Checked:
+def _validated(inputs: ConfigInputs) -> _Checked:
     """Import the schema modules, compose the config as verl would, validate every role."""
     from .._validate import validate
     from ._load import compose_config, import_schema_modules
 
-    import_schema_modules(modules)
+    import_schema_modules(inputs.modules)
     config = compose_config(
-        config_file=config_file, config_path=config_path, config_name=config_name, overrides=overrides
+        config_file=inputs.config_file,
+        config_path=inputs.config_path,
+        config_name=inputs.config_name,
+        overrides=inputs.overrides,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        contexts = validate(config, overrides=overrides)
+        contexts = validate(config, overrides=inputs.overrides)
     return _Checked(config, contexts, render.warning_texts(caught))
 
 
@@ -122,17 +140,10 @@ def _validated(
 @_config_inputs
 @_format_option
 @_exits
-def validate(
-    modules: tuple[str, ...],
-    config_file: str | None,
-    config_path: str | None,
-    config_name: str | None,
-    overrides: tuple[str, ...],
-    fmt: str,
-) -> None:
+def validate(inputs: ConfigInputs, fmt: str) -> None:
     """Check every role's context in the composed config; list every error at once."""
     try:
-        checked = _validated(modules, config_file, config_path, config_name, overrides)
+        checked = _validated(inputs)
     except ContextValidationError as e:
         if fmt == "json":
             render.emit_json({"valid": False, "errors": [render.error_dict(x) for x in e.errors], "warnings": []})
@@ -153,16 +164,9 @@ def validate(
 @_config_inputs
 @_format_option
 @_exits
-def describe(
-    modules: tuple[str, ...],
-    config_file: str | None,
-    config_path: str | None,
-    config_name: str | None,
-    overrides: tuple[str, ...],
-    fmt: str,
-) -> None:
+def describe(inputs: ConfigInputs, fmt: str) -> None:
     """Show every field of every role with its value and where it came from (secrets redacted)."""
-    checked = _validated(modules, config_file, config_path, config_name, overrides)
+    checked = _validated(inputs)
     rows = checked.contexts.describe()
     if fmt == "json":
         render.emit_json([{"role": p.role, "path": p.path, "value": p.value, "source": p.source} for p in rows])
@@ -270,21 +274,14 @@ def demo(num_cpus: int) -> None:
     help="Payloads above N bytes go through Ray's object store (default 8 MiB).",
 )
 @_exits
-def run(
-    modules: tuple[str, ...],
-    config_file: str | None,
-    config_path: str | None,
-    config_name: str | None,
-    overrides: tuple[str, ...],
-    offload_bytes: int | None,
-) -> None:
+def run(inputs: ConfigInputs, offload_bytes: int | None) -> None:
     """Validate, then run verl's PPO trainer (v1 or legacy, per trainer.use_v1) with every context bound.
 
     Takes the overrides you would give `python -m verl.trainer.main_ppo`. Any invalid context stops it
     before Ray starts.
     """
     try:
-        checked = _validated(modules, config_file, config_path, config_name, overrides)
+        checked = _validated(inputs)
     except ContextValidationError as e:
         click.echo(render.bad(str(e)), err=True)
         click.echo("nothing was launched", err=True)
