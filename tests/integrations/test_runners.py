@@ -73,3 +73,23 @@ def test_legacy_trainer_fills_verls_critic_extra_context(contexts: ContextSet) -
     extra = getattr(trainer, "_critic_extra_context", {})  # exactly how ray_trainer.py:831 reads it
     assert decode(extra, DemoCriticContext) == DemoCriticContext(value_clip=0.75)
     assert set(extra["verl_ctx"]) == {"critic"}
+
+
+def test_legacy_trainer_keeps_the_recipes_own_critic_extra_context(contexts: ContextSet) -> None:
+    """What a recipe assigns to _critic_extra_context stays beside our envelope; risky values are warned about."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from verl_ctx import PayloadWarning
+
+    trainer = object.__new__(bound_trainer_cls(RayPPOTrainer, _worker_envelopes(contexts)))
+    trainer._critic_extra_context = {"my_state": {"step": 3}}
+    extra = trainer._critic_extra_context
+    assert extra["my_state"] == {"step": 3}
+    assert decode(extra, DemoCriticContext).value_clip == 0.75
+
+    class DefinedInAFunction:
+        pass
+
+    trainer._critic_extra_context = {"obj": DefinedInAFunction()}
+    with pytest.warns(PayloadWarning, match=r"extra_context\['obj'\] holds a .*DefinedInAFunction"):
+        assert "verl_ctx" in trainer._critic_extra_context

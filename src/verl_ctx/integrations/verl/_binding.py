@@ -26,6 +26,7 @@ from ._store import resolve
 __all__ = [
     "ENVELOPES_ATTR",
     "HOSTED_ROLES",
+    "WORKER_CLASS_ROLES",
     "bind_role_worker_mapping",
     "bind_worker_cls",
     "bound_envelopes",
@@ -35,6 +36,9 @@ __all__ = [
 _C = TypeVar("_C", bound=RoleContext)
 
 ENVELOPES_ATTR = "__verl_ctx_envelopes__"
+
+#: Roles whose context rides in a worker class; the others go through the Hydra config (_config_channel).
+WORKER_CLASS_ROLES = frozenset({"actor", "ref", "critic"})
 
 #: verl ``Role`` (by its string form) -> the context roles a worker of that Role hosts.
 HOSTED_ROLES: dict[str, tuple[str, ...]] = {

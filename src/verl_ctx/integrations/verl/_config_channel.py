@@ -18,14 +18,13 @@ from ..._decode import decode
 from ..._envelope import RESERVED_KEY
 from ..._errors import MissingContextError
 from ..._schema import RoleContext, schema_info
+from ._binding import WORKER_CLASS_ROLES
 from ._store import ref_to_text, resolve_text
 
-__all__ = ["CONFIG_ROLES_EXCLUDED", "bind_config", "config_context"]
+__all__ = ["bind_config", "config_context"]
 
 _C = TypeVar("_C", bound=RoleContext)
 
-#: Roles delivered through worker classes, not through the config.
-CONFIG_ROLES_EXCLUDED = frozenset({"actor", "ref", "critic"})
 _ROLLOUT_PATH = ("actor_rollout_ref", "rollout", "custom")
 
 
@@ -39,7 +38,7 @@ def bind_config(config: Any, envelopes: Mapping[str, Mapping[str, Any]]) -> list
     written = []
     with open_dict(config):
         for role in sorted(envelopes):
-            if role in CONFIG_ROLES_EXCLUDED:
+            if role in WORKER_CLASS_ROLES:
                 continue
             text = ref_to_text(envelopes[role])
             if role == "rollout":

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..._validate import ContextSet
-from ._binding import HOSTED_ROLES
-from ._config_channel import CONFIG_ROLES_EXCLUDED, bind_config
+from ._binding import WORKER_CLASS_ROLES
+from ._config_channel import bind_config
 from ._runners import make_task_runner
 from ._store import DEFAULT_OFFLOAD_BYTES, offload_large
 
@@ -26,8 +26,7 @@ def prepare(
     """
     envelopes = offload_large(contexts.envelopes(), threshold=offload_threshold)
     bind_config(config, envelopes)
-    worker_roles = {r for hosted in HOSTED_ROLES.values() for r in hosted} & CONFIG_ROLES_EXCLUDED
-    by_worker = {role: env for role, env in envelopes.items() if role in worker_roles}
+    by_worker = {role: env for role, env in envelopes.items() if role in WORKER_CLASS_ROLES}
     return make_task_runner(by_worker, use_v1=bool(config.trainer.use_v1), base=task_runner_base)
 
 

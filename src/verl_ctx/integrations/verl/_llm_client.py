@@ -84,7 +84,7 @@ class ExternalLLMServerClient(LLMServerClient):  # type: ignore[misc]
         if self.router is None:
             super()._release_server(server_id, request_id=request_id)
         else:
-            self.router.release(server_id, request_id)  # no load balancer to tell
+            self.router.release(server_id)  # no load balancer to tell
 
     async def generate(self, request_id: str, **kwargs: Any) -> Any:
         router = self.router

@@ -158,7 +158,7 @@ class Router:
             self.last_server[request_id] = server_id
             return server_id, handle
 
-    def release(self, server_id: str, request_id: str | None = None) -> None:
+    def release(self, server_id: str) -> None:
         if self._inflight.get(server_id, 0) > 0:
             self._inflight[server_id] -= 1
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..._envelope import RESERVED_KEY, attach
+from ..._envelope import attach
+from ..._lint import lint_extra_context
 from ._binding import ENVELOPES_ATTR, bind_role_worker_mapping, bound_envelopes
 from ._store import resolve
 
@@ -37,14 +38,25 @@ class ContextTrainerMixin:
     """Mix into a ``RayPPOTrainer`` subclass (legacy path) whose class carries envelopes.
 
     verl's legacy ``init_workers`` builds the critic's ``TrainingWorkerConfig`` with
-    ``extra_context=getattr(self, "_critic_extra_context", {})``; this property supplies it.
+    ``extra_context=getattr(self, "_critic_extra_context", {})``; this property supplies it. Whatever the
+    recipe assigns to ``self._critic_extra_context`` is kept beside the critic's envelope, and linted for
+    values that will not travel to a Ray worker safely.
     """
+
+    _USER_KEY = "_verl_ctx_user_critic_extra_context"
 
     @property
     def _critic_extra_context(self) -> dict[str, Any]:
+        extra: dict[str, Any] = dict(self.__dict__.get(self._USER_KEY, {}))
+        lint_extra_context(extra)
         envs = bound_envelopes(type(self))
-        extra: dict[str, Any] = {}
-        return dict(attach(extra, resolve(envs["critic"]))) if "critic" in envs else extra
+        if "critic" in envs:
+            attach(extra, resolve(envs["critic"]))
+        return extra
+
+    @_critic_extra_context.setter
+    def _critic_extra_context(self, value: Mapping[str, Any]) -> None:
+        self.__dict__[self._USER_KEY] = dict(value)
 
 
 class ContextTaskRunnerMixin:
@@ -126,7 +138,7 @@ def make_task_runner(envelopes: Mapping[str, Mapping[str, Any]], *, use_v1: bool
         base.__name__,
         (mixin, base),
         {
-            ENVELOPES_ATTR: {r: dict(e) for r, e in envelopes.items() if r != RESERVED_KEY},
+            ENVELOPES_ATTR: {r: dict(e) for r, e in envelopes.items()},
             "__module__": base.__module__,
         },
     )
