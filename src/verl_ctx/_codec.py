@@ -28,7 +28,7 @@ import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import PurePath
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 from pydantic import BaseModel, SecretBytes, SecretStr
@@ -36,13 +36,12 @@ from pydantic_core import MultiHostUrl, Url
 
 __all__ = ["decode_payload", "encode_payload", "paused_gc"]
 
-_M = TypeVar("_M", bound=BaseModel)
 
 EXT_AWARE_DATETIME = 1
 EXT_BIG_INT = 2
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
-# Above this payload size the garbage collector is paused while pydantic builds the instance: the
-# allocation burst otherwise triggers full collections whose cost grows with the live heap.
+# Above this payload size the garbage collector is paused while the payload is parsed and validated: the
+# allocation burst otherwise triggers repeated collections whose cost grows with the live heap.
 GC_PAUSE_BYTES = 256 * 1024
 _STR_TYPES = (
     PurePath,
@@ -180,21 +179,9 @@ def _ext_hook(code: int, data: memoryview) -> Any:
 _decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
 
 
-def decode_payload(payload: bytes, *, large: bool = False) -> Any:
+def decode_payload(payload: bytes) -> Any:
     """Plain Python data from payload bytes; raises msgspec, ValueError, or RecursionError on bad bytes."""
-    if not large:
-        return _decoder.decode(payload)
-    with paused_gc():  # every row becomes a dict the collector would otherwise traverse, again and again
-        return _decoder.decode(payload)
-
-
-def validate_data(schema: type[_M], data: Any, *, large: bool) -> _M:
-    """A validated instance of ``schema``; lax, by field name, since the driver already validated the values."""
-    validator = schema.__pydantic_validator__
-    if not large:
-        return validator.validate_python(data, strict=False, by_name=True)  # type: ignore[no-any-return]
-    with paused_gc():
-        return validator.validate_python(data, strict=False, by_name=True)  # type: ignore[no-any-return]
+    return _decoder.decode(payload)
 
 
 _gc_lock = threading.Lock()

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import msgspec
 from pydantic import ValidationError
 
-from ._codec import GC_PAUSE_BYTES, decode_payload, validate_data
+from ._codec import GC_PAUSE_BYTES, decode_payload, paused_gc
 from ._envelope import DEFAULT_MAX_BYTES, check_fields, find_envelope
 from ._errors import ContextValidationError, EnvelopeError, SchemaMismatchError, SchemaSkewWarning
 from ._pydantic_errors import field_errors
@@ -57,28 +57,43 @@ def decode(
             f"[{env_role}] payload is {len(payload)} bytes, over the {max_bytes}-byte limit; "
             "raise max_bytes= if this size is intended"
         )
-    large = len(payload) > GC_PAUSE_BYTES
-    try:
-        data = decode_payload(payload, large=large)
-    except (msgspec.DecodeError, ValueError, OverflowError) as e:
-        raise EnvelopeError(f"[{env_role}] corrupt payload: {e}") from None
-    except RecursionError:
-        raise EnvelopeError(f"[{env_role}] corrupt payload: nested too deeply to decode") from None
-    if not isinstance(data, dict):
-        raise EnvelopeError(f"[{env_role}] corrupt payload: expected a map of field values, got {type(data).__name__}")
+    if len(payload) > GC_PAUSE_BYTES:
+        # One pause over parsing and validation: re-enabling the collector in between would make the next
+        # allocation traverse every row just parsed.
+        with paused_gc():
+            instance = _build(env, info, schema, payload)
+    else:
+        instance = _build(env, info, schema, payload)
+    if env["schema_version"] == info.version and env["fingerprint"] != info.fingerprint:
+        _warn_skew(env, info)
+    return instance
 
-    driver_version = env["schema_version"]
-    same_shape = driver_version == info.version and env["fingerprint"] == info.fingerprint
+
+def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: bytes) -> _C:
+    """Parse the payload, migrate it if the driver's schema is older, validate it into ``schema``."""
+    role = env["role"]
+    try:
+        data = decode_payload(payload)
+    except (msgspec.DecodeError, ValueError, OverflowError) as e:
+        raise EnvelopeError(f"[{role}] corrupt payload: {e}") from None
+    except RecursionError:
+        raise EnvelopeError(f"[{role}] corrupt payload: nested too deeply to decode") from None
+    if not isinstance(data, dict):
+        raise EnvelopeError(f"[{role}] corrupt payload: expected a map of field values, got {type(data).__name__}")
+
+    same_shape = env["schema_version"] == info.version and env["fingerprint"] == info.fingerprint
     if not same_shape:
         data = _upgrade(env, info, data, schema.__verl_ctx_migrations__)
     try:
-        instance = validate_data(schema, data, large=large)
+        # Lax and by field name: the driver validated these values already; the worker re-checks them
+        # against its own schema and rebuilds exact types (tuples, enums, UUIDs) from msgpack's plain ones.
+        return schema.__pydantic_validator__.validate_python(data, strict=False, by_name=True)  # type: ignore[no-any-return]
     except ValidationError as e:
-        errors = field_errors(e, role=env_role, schema=schema, secret_names=info.secret_fields)
+        errors = field_errors(e, role=role, schema=schema, secret_names=info.secret_fields)
         if same_shape:
             # Same fingerprint and the payload still fails: the bytes were edited, not the code.
             raise ContextValidationError(
-                errors, summary=f"[{env_role}] payload does not validate against {info.schema_id}"
+                errors, summary=f"[{role}] payload does not validate against {info.schema_id}"
             ) from None
         raise _mismatch(
             env,
@@ -87,10 +102,7 @@ def decode(
             + "\n".join(f"  {err}" for err in errors),
         ) from None
     except RecursionError:
-        raise EnvelopeError(f"[{env_role}] corrupt payload: nested too deeply to validate") from None
-    if not same_shape and driver_version == info.version:
-        _warn_skew(env, info)
-    return instance
+        raise EnvelopeError(f"[{role}] corrupt payload: nested too deeply to validate") from None
 
 
 def _upgrade(
