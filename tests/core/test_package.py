@@ -35,3 +35,20 @@ def test_public_api_is_exactly_all() -> None:
 def test_package_is_typed() -> None:
     """py.typed ships so users' type checkers see our annotations."""
     assert (Path(verl_ctx.__file__).parent / "py.typed").is_file()
+
+
+def test_integration_without_verl_names_the_pip_extra(tmp_path: Path) -> None:
+    """Importing the verl integration where verl is missing raises ImportError with the install command."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['verl'] = None\n")
+    code = "try:\n    import verl_ctx.integrations.verl\nexcept ImportError as e:\n    print('IMPORT-ERROR', e)\n"
+    import os
+
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert "IMPORT-ERROR" in out.stdout
+    assert "pip install 'verl-ctx[verl]'" in out.stdout
