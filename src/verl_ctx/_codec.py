@@ -21,7 +21,6 @@ import dataclasses
 import datetime as dt
 import enum
 import gc
-import ipaddress
 import threading
 import types
 import typing
@@ -32,7 +31,7 @@ from typing import Any
 
 import msgspec
 from pydantic import BaseModel, SecretBytes, SecretStr
-from pydantic_core import MultiHostUrl, Url
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 __all__ = ["decode_payload", "encode_payload", "paused_gc"]
 
@@ -43,17 +42,6 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 # Above this payload size the garbage collector is paused while the payload is parsed and validated: the
 # allocation burst otherwise triggers repeated collections whose cost grows with the live heap.
 GC_PAUSE_BYTES = 256 * 1024
-_STR_TYPES = (
-    PurePath,
-    Url,
-    MultiHostUrl,
-    ipaddress.IPv4Address,
-    ipaddress.IPv6Address,
-    ipaddress.IPv4Network,
-    ipaddress.IPv6Network,
-    ipaddress.IPv4Interface,
-    ipaddress.IPv6Interface,
-)
 
 
 class UnencodableError(TypeError):
@@ -101,8 +89,13 @@ def _enc_hook(obj: Any) -> Any:
         return _model_dict(obj, _plan(type(obj)))
     if isinstance(obj, (SecretStr, SecretBytes)):
         return obj.get_secret_value()  # the worker needs the secret itself; it is never logged
-    if isinstance(obj, _STR_TYPES):
+    if isinstance(obj, PurePath):
         return str(obj)
+    try:
+        # URLs, IP addresses, and other types pydantic knows: their JSON form, which pydantic validates back.
+        return to_jsonable_python(obj)
+    except PydanticSerializationError:
+        pass
     raise UnencodableError(
         f"a value of type {type(obj).__module__}.{type(obj).__qualname__} cannot be carried in MessagePack; "
         "declare the field with a JSON-like type, a datetime/UUID/Decimal/Enum/bytes/Path, or a nested model"

@@ -130,3 +130,42 @@ def test_envelope_holds_plain_types_only() -> None:
     for key, value in env.items():
         assert type(value) in (str, int, bytes, dict), key
     assert all(type(k) is str and type(v) is str for k, v in env["fields"].items())
+
+
+def test_urls_addresses_extras_and_dataclasses_round_trip() -> None:
+    """Pydantic URLs, IP addresses, a nested model keeping extra fields, and a dataclass with an offset."""
+    import dataclasses
+    import ipaddress
+
+    from pydantic import AnyUrl, BaseModel, ConfigDict
+
+    from verl_ctx import ContextRegistry, RoleContext
+
+    class Loose(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        known: int = 0
+
+    @dataclasses.dataclass
+    class Window:
+        start: dt.datetime
+        label: str = ""
+
+    class Ctx(RoleContext, role="critic", registry=ContextRegistry()):
+        url: AnyUrl
+        addr: ipaddress.IPv4Address
+        net: ipaddress.IPv6Network
+        loose: Loose
+        window: Window
+
+    tz = dt.timezone(dt.timedelta(hours=9, minutes=30))
+    ctx = Ctx(
+        url="https://judge.internal:8443/v1?x=1",  # type: ignore[arg-type]
+        addr="10.1.2.3",  # type: ignore[arg-type]
+        net="2001:db8::/32",  # type: ignore[arg-type]
+        loose=Loose(known=1, surprise=[1, 2]),  # type: ignore[call-arg]
+        window=Window(start=dt.datetime(2026, 3, 1, 8, tzinfo=tz), label="w"),
+    )
+    back = decode(encode(ctx), Ctx)
+    assert back == ctx
+    assert back.loose.model_extra == {"surprise": [1, 2]}
+    assert back.window.start.utcoffset() == dt.timedelta(hours=9, minutes=30)

@@ -180,3 +180,20 @@ def test_schema_info_is_computed_once_per_class(registry: ContextRegistry) -> No
         x: int = 1
 
     assert schema_info(Ctx) is schema_info(Ctx)
+
+
+def test_field_type_without_json_schema_is_explained(registry: ContextRegistry) -> None:
+    """An arbitrary class as a field type cannot be fingerprinted; the error says to use a supported type."""
+    from pydantic import ConfigDict
+
+    from verl_ctx import encode
+
+    class Opaque:
+        pass
+
+    class Ctx(RoleContext, role="critic", registry=registry):
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+        thing: Opaque
+
+    with pytest.raises(SchemaDefinitionError, match="no JSON Schema"):
+        encode(Ctx(thing=Opaque()))
