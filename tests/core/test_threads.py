@@ -20,3 +20,17 @@ def test_concurrent_decodes_are_identical() -> None:
         results = list(pool.map(lambda env: (id(env), decode(env, Everything)), jobs))
     assert all(result == expected[key] for key, result in results)
     assert gc.isenabled(), "the garbage collector is back on once the last large decode ends"
+
+
+def test_large_decode_leaves_the_processs_frozen_objects_alone() -> None:
+    """A process that froze objects before a fork keeps them frozen across a large decode."""
+    large = encode(Everything(rows=[Row(prompt_id=i, weight=float(i)) for i in range(50_000)]))
+    keep = [object() for _ in range(10)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert decode(large, Everything).rows[-1].prompt_id == 49_999
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    del keep
