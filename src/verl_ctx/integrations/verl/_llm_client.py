@@ -94,7 +94,6 @@ class ExternalLLMServerClient(LLMServerClient):  # type: ignore[misc]
         for _ in range(router.routing.retries + 1):
             if not router.alive:
                 break
-            router.last_server.pop(request_id, None)
             try:
                 return await asyncio.wait_for(
                     super().generate(request_id, **kwargs), timeout=router.routing.request_timeout_s
@@ -103,7 +102,9 @@ class ExternalLLMServerClient(LLMServerClient):  # type: ignore[misc]
                 last_error = f"{type(e).__name__} from the server"
             except asyncio.TimeoutError:
                 last_error = f"no answer within request_timeout_s={router.routing.request_timeout_s}"
-            failed = router.last_server.pop(request_id, None)
-            if failed is not None:
-                router.mark_dead(failed, last_error)
+            finally:
+                # which server this attempt went to; popped on success too, so the map stays small
+                used = router.last_server.pop(request_id, None)
+            if used is not None:
+                router.mark_dead(used, last_error)
         raise router.unavailable(last_error)
