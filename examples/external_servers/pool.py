@@ -21,6 +21,21 @@ class EchoServer:
         return TokenOutput(token_ids=list(reversed(prompt_ids)), extra_fields={"server": self.name, "global_steps": 0})
 
 
+def stop_server(handle: Any) -> None:
+    """Kill a server and wait until it is gone (``ray.kill`` returns before the actor has exited)."""
+    import time
+
+    import ray
+
+    ray.kill(handle)
+    for _ in range(300):
+        try:
+            ray.get(handle.__ray_ready__.remote(), timeout=5)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return
+        time.sleep(0.1)
+
+
 def start_pool(names: list[str], namespace: str) -> list[Any]:
     import ray
 

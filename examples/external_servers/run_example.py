@@ -38,7 +38,7 @@ def main() -> None:
     from verl_ctx.cli._load import compose_config, import_schema_modules
     from verl_ctx.integrations.verl import ExternalLLMServerClient, bind_config
 
-    from .pool import start_pool
+    from .pool import start_pool, stop_server
 
     import_schema_modules(["examples.external_servers.contexts"])
     config = compose_config(config_file=None, config_path=None, config_name=None, overrides=OVERRIDES)
@@ -50,7 +50,7 @@ def main() -> None:
         client = ExternalLLMServerClient(config)  # no load balancer: the routing context drives it
         for conversation in ("chat-a", "chat-b"):
             print(f"{conversation}: turns served by {asyncio.run(converse(client, conversation, 3))}")
-        ray.kill(pool[0])
+        stop_server(pool[0])
         print(
             f"after llm-0 died, chat-a/chat-b turns served by "
             f"{asyncio.run(converse(client, 'chat-a', 1))} / {asyncio.run(converse(client, 'chat-b', 1))}"

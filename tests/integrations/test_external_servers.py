@@ -61,6 +61,23 @@ def _client(verl_config: Any, **routing: Any) -> Any:
     return _client_cls()(config)
 
 
+def _kill(handle: Any) -> None:
+    """Kill a server actor and wait until calls to it fail (ray.kill returns before the actor is gone)."""
+    import time
+
+    import ray
+
+    ray.kill(handle)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(handle.calls.remote(), timeout=5)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return
+        time.sleep(0.1)
+    raise AssertionError("server actor still answers 30 s after ray.kill")
+
+
 def _ask(client: Any, request_ids: list[str], concurrent: bool = False) -> list[str]:
     async def one(rid: str) -> str:
         out = await client.generate(rid, prompt_ids=[1, 2, 3], sampling_params={"temperature": 1.0})
@@ -122,11 +139,11 @@ def test_server_killed_mid_run_is_skipped_by_the_next_request(ray_cluster: None,
     ray.get([d.calls.remote() for d in doomed])
     client = _client(verl_config, servers=[{"name": "d1"}, {"name": "d2"}], policy="sticky", retries=1)
     first = _ask(client, ["chat"])[0]
-    ray.kill(doomed[0] if first == "d1" else doomed[1])
+    _kill(doomed[0] if first == "d1" else doomed[1])
     survivor = "d2" if first == "d1" else "d1"
     assert _ask(client, ["chat", "chat"]) == [survivor, survivor]
     assert client.router.alive == [f"{NAMESPACE}/{survivor}"]
-    ray.kill(doomed[1] if first == "d1" else doomed[0])
+    _kill(doomed[1] if first == "d1" else doomed[0])
     with pytest.raises(
         ServerUnavailableError, match=r"(?s)no external LLM server.*inference_pool/d1: .*from the server"
     ):

@@ -18,12 +18,12 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def two_node_cluster() -> Iterator[Any]:
-    """A ray.cluster_utils.Cluster with a head and a worker node, two CPUs each."""
+    """A ray.cluster_utils.Cluster: a head and a worker node, one CPU each, so each node fits one worker."""
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    cluster.add_node(num_cpus=2)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, runtime_env=ray_runtime_env(), log_to_driver=False)
     try:
