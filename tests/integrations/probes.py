@@ -48,14 +48,14 @@ def describe_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
     """What each bound worker class in a role_worker_mapping carries, decoded here with the demo schemas."""
     from verl_ctx import decode
     from verl_ctx.demo.contexts import SCHEMAS
-    from verl_ctx.integrations.verl import bound_envelopes
+    from verl_ctx.integrations.verl import bound_envelopes, resolve
 
     out: dict[str, Any] = {}
     for verl_role, remote_cls in mapping.items():
         cls = remote_cls.__ray_actor_class__
         entry: dict[str, Any] = {
             "class": cls.__name__,  # a bound class keeps the name of the class it extends
-            "decoded": {r: repr(decode(e, SCHEMAS[r])) for r, e in bound_envelopes(cls).items()},
+            "decoded": {r: repr(decode(resolve(e), SCHEMAS[r])) for r, e in bound_envelopes(cls).items()},
         }
         for attr in ("actor_worker_cls", "ref_worker_cls"):
             inner = getattr(cls, attr, None)

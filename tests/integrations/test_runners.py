@@ -93,3 +93,25 @@ def test_legacy_trainer_keeps_the_recipes_own_critic_extra_context(contexts: Con
     trainer._critic_extra_context = {"obj": DefinedInAFunction()}
     with pytest.warns(PayloadWarning, match=r"extra_context\['obj'\] holds a .*DefinedInAFunction"):
         assert "verl_ctx" in trainer._critic_extra_context
+
+
+@pytest.mark.parametrize("offload_bytes", [8 * 1024 * 1024, 0], ids=["inline", "object-store"])
+def test_prepare_binds_config_and_task_runner(ray_cluster: None, verl_config: Any, offload_bytes: int) -> None:
+    """What `verl-ctx run` does before run_ppo: config-channel roles into the config, worker roles into the
+    TaskRunner; with a zero threshold every envelope goes through the object store and still decodes."""
+    import ray
+
+    from verl_ctx.demo.contexts import DemoRolloutContext
+    from verl_ctx.integrations.verl import config_context, prepare
+
+    config = verl_config.copy()
+    full = validate({"extra_context": {**SECTION, "rollout": {"max_tool_calls": 1}}})
+    runner_cls = prepare(config, full, offload_threshold=offload_bytes, task_runner_base=V1ProbeRunner)
+    assert set(config.actor_rollout_ref.rollout.custom.verl_ctx) == {"rollout"}
+    assert set(config.verl_ctx) == {"reward"}
+    runner = runner_cls.remote()
+    result = ray.get(runner.run.remote(config))
+    ray.kill(runner)
+    assert result["mapping"]["critic"]["decoded"] == {"critic": _expect("critic")}
+    assert result["mapping"]["actor_rollout_ref"]["decoded"] == {"actor": _expect("actor"), "ref": _expect("ref")}
+    assert config_context(config, DemoRolloutContext).max_tool_calls == 1
