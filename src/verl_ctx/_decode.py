@@ -13,7 +13,7 @@ from ._codec import GC_PAUSE_BYTES, decode_payload, paused_gc
 from ._envelope import DEFAULT_MAX_BYTES, check_fields, find_envelope
 from ._errors import ContextValidationError, EnvelopeError, SchemaMismatchError, SchemaSkewWarning
 from ._pydantic_errors import field_errors
-from ._schema import Migration, RoleContext, SchemaInfo, schema_info
+from ._schema import Migration, RoleContext, SchemaInfo, cached_info, schema_info
 
 __all__ = ["decode"]
 
@@ -38,7 +38,7 @@ def decode(
     from ``schema`` in a way the payload cannot survive. A same-version payload whose fingerprint differs but
     which still validates is returned with a ``SchemaSkewWarning`` naming the differing fields.
     """
-    info = schema_info(schema)
+    info = cached_info(schema) or schema_info(schema)
     roles = info.roles
     if role is not None:
         if role not in roles:

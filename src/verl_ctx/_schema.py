@@ -162,7 +162,9 @@ def _collect_migrations(cls: type, version: int) -> dict[int, Migration]:
 
 # --- derived facts, computed once per class ----------------------------------------------------------
 
-_INFO_ATTR = "__verl_ctx_info__"
+# class -> its SchemaInfo. A module dict, not a class attribute: reading a class's __dict__ builds a
+# mappingproxy each time, and this lookup runs on every encode and decode.
+_infos: dict[type, SchemaInfo] = {}
 _info_lock = threading.Lock()
 # Keys that document a schema without changing what validates: a docstring edit is not a schema change.
 _DOC_KEYS = frozenset({"title", "description", "examples"})
@@ -172,7 +174,7 @@ _NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties
 
 def cached_info(cls: type) -> SchemaInfo | None:
     """The ``SchemaInfo`` computed for ``cls`` already, if any: one dict lookup, for the hot paths."""
-    return cls.__dict__.get(_INFO_ATTR)
+    return _infos.get(cls)
 
 
 def schema_info(schema: type[RoleContext]) -> SchemaInfo:
@@ -187,10 +189,9 @@ def schema_info(schema: type[RoleContext]) -> SchemaInfo:
             f'{_qualified(schema)} has no role; declare it as `class {schema.__name__}(RoleContext, role="...")`'
         )
     with _info_lock:
-        info = schema.__dict__.get(_INFO_ATTR)
+        info = _infos.get(schema)
         if info is None:
-            info = _compute_info(schema)
-            type.__setattr__(schema, _INFO_ATTR, info)
+            info = _infos[schema] = _compute_info(schema)
     return info
 
 
