@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._schema import _inline, _strip_docs
+from ._schema import inline_refs, strip_docs
 
 __all__ = ["BREAKING_RULES", "Change", "diff_schemas"]
 
@@ -72,9 +72,9 @@ class Change:
 
 def diff_schemas(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
     """Every change from ``old`` to ``new`` (two JSON Schemas of a model), nested models included."""
-    old_c, new_c = _strip_docs(dict(old)), _strip_docs(dict(new))
-    old_i = _inline(old_c, old_c.get("$defs", {}), ())
-    new_i = _inline(new_c, new_c.get("$defs", {}), ())
+    old_c, new_c = strip_docs(dict(old)), strip_docs(dict(new))
+    old_i = inline_refs(old_c, old_c.get("$defs", {}), ())
+    new_i = inline_refs(new_c, new_c.get("$defs", {}), ())
     changes: list[Change] = []
     _diff_object(old_i, new_i, "", changes)
     return changes

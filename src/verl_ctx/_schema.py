@@ -203,11 +203,11 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
             f"{_qualified(schema)} has a field type with no JSON Schema ({e}); "
             "verl-ctx fingerprints and validates schemas through JSON Schema, so use a supported type"
         ) from e
-    canon = _strip_docs(raw)
+    canon = strip_docs(raw)
     defs = canon.get("$defs", {})
     required = set(canon.get("required", ()))
     digests = {
-        name: _digest({"required": name in required, "schema": _inline(prop, defs, ())})[:12]
+        name: _digest({"required": name in required, "schema": inline_refs(prop, defs, ())})[:12]
         for name, prop in canon.get("properties", {}).items()
     }
     return SchemaInfo(
@@ -225,31 +225,33 @@ def _digest(obj: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _strip_docs(node: Any, names: bool = False) -> Any:
+def strip_docs(node: Any, names: bool = False) -> Any:
+    """A JSON Schema without its documentation keys; shared by the fingerprint and `schema check`."""
     if isinstance(node, dict):
         if names:
-            return {k: _strip_docs(v) for k, v in node.items()}
+            return {k: strip_docs(v) for k, v in node.items()}
         return {
-            k: _strip_docs(v, names=k in _NAME_MAPS)
+            k: strip_docs(v, names=k in _NAME_MAPS)
             for k, v in node.items()
             if not (k in _DOC_KEYS and not isinstance(v, dict))
         }
     if isinstance(node, list):
-        return [_strip_docs(v) for v in node]
+        return [strip_docs(v) for v in node]
     return node
 
 
-def _inline(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
+def inline_refs(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
+    """A JSON Schema with its ``$defs`` references inlined (a recursive model stands for itself)."""
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             name = ref.removeprefix("#/$defs/")
             if name in seen:  # recursive model: the name stands for itself
                 return {"$recursive": name}
-            return _inline(defs.get(name, {}), defs, (*seen, name))
-        return {k: _inline(v, defs, seen) for k, v in node.items()}
+            return inline_refs(defs.get(name, {}), defs, (*seen, name))
+        return {k: inline_refs(v, defs, seen) for k, v in node.items()}
     if isinstance(node, list):
-        return [_inline(v, defs, seen) for v in node]
+        return [inline_refs(v, defs, seen) for v in node]
     return node
 
 
