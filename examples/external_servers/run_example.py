@@ -33,9 +33,9 @@ async def converse(client, conversation: str, turns: int) -> list[str]:  # type:
 def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
+    from verl_ctx.cli._load import compose_config, import_schema_modules
 
     from verl_ctx import validate
-    from verl_ctx.cli._load import compose_config, import_schema_modules
     from verl_ctx.integrations.verl import ExternalLLMServerClient, bind_config
 
     from .pool import start_pool, stop_server

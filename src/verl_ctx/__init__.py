@@ -3,68 +3,45 @@
 Declare one pydantic model per role, validate it before launch, carry it to every worker as a small
 pickle-free envelope, and decode it there into a frozen typed object::
 
+    from verl_ctx import RoleContext, decode, validate
+
     class CriticContext(RoleContext, role="critic"):
         value_clip: float = 0.2
 
-    env = encode(CriticContext(value_clip=0.3))   # driver
-    ctx = decode(worker_config, CriticContext)     # worker
+    contexts = validate(hydra_config)            # driver: every role, every error at once
+    ctx = decode(worker_config, CriticContext)   # worker: TrainingWorkerConfig, Hydra config, self, ...
 
-This package imports pydantic and msgspec only; verl and Ray are imported by ``verl_ctx.integrations``.
+Namespaces: ``verl_ctx.errors`` (every exception and warning), ``verl_ctx.envelope`` (the wire format),
+``verl_ctx.schema`` (fingerprints, evolution rules), ``verl_ctx.testing`` (contexts without Ray), and
+``verl_ctx.integrations.verl`` (launch and delivery into verl; imported lazily, it needs verl and Ray).
+This package imports pydantic and msgspec only.
 """
 
-from ._decode import decode
-from ._envelope import DEFAULT_MAX_BYTES, ENVELOPE_FORMAT, RESERVED_KEY, attach, encode, from_text, to_text
-from ._errors import (
-    ConfigError,
-    ContextError,
-    ContextValidationError,
-    ContextWarning,
-    EnvelopeError,
-    FieldError,
-    InactiveRoleWarning,
-    MissingContextError,
-    PayloadWarning,
-    SchemaDefinitionError,
-    SchemaMismatchError,
-    SchemaSkewWarning,
-)
-from ._lint import lint_extra_context
-from ._registry import ContextRegistry, default_registry
-from ._schema import KNOWN_ROLES, RoleContext, SchemaInfo, migration, schema_info
-from ._validate import ContextSet, Provenance, validate
+from importlib.metadata import PackageNotFoundError, version
 
-__version__ = "0.1.0"
+from ._contextset import ContextSet, Provenance
+from ._decode import decode
+from ._envelope import attach, encode
+from ._registry import ContextRegistry, default_registry
+from ._schema import RoleContext, migration
+from ._validate import validate
+from .errors import ContextError
+
+try:
+    __version__ = version("verl-ctx")
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
-    "DEFAULT_MAX_BYTES",
-    "ENVELOPE_FORMAT",
-    "KNOWN_ROLES",
-    "RESERVED_KEY",
-    "ConfigError",
     "ContextError",
     "ContextRegistry",
     "ContextSet",
-    "ContextValidationError",
-    "ContextWarning",
-    "EnvelopeError",
-    "FieldError",
-    "InactiveRoleWarning",
-    "MissingContextError",
-    "PayloadWarning",
     "Provenance",
     "RoleContext",
-    "SchemaDefinitionError",
-    "SchemaInfo",
-    "SchemaMismatchError",
-    "SchemaSkewWarning",
     "attach",
     "decode",
     "default_registry",
     "encode",
-    "from_text",
-    "lint_extra_context",
     "migration",
-    "schema_info",
-    "to_text",
     "validate",
 ]

@@ -2,9 +2,10 @@
 
 Encoding walks the model with msgspec and an ``enc_hook`` that hands back each model's ``__dict__``:
 msgspec encodes datetimes, UUIDs, Decimals, Enums, bytes, sets and non-str dict keys natively, so only
-what it cannot hold is touched in Python (see ``../shared/CODEC_NOTES.md`` for the measurements).
+what it cannot hold is touched in Python.
 Decoding is an untyped msgspec decode followed by pydantic-core validation against the caller's schema,
 so the worker always gets a validated instance and never an object named by the payload.
+(Measurements behind these choices: benchmarks/README.md.)
 
 Two things msgpack would get wrong are carried in extension types:
 
@@ -31,9 +32,9 @@ from typing import Any
 
 import msgspec
 from pydantic import BaseModel, SecretBytes, SecretStr
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, SchemaValidator, to_jsonable_python
 
-__all__ = ["decode_payload", "encode_payload", "paused_gc"]
+__all__ = ["decode_payload", "encode_payload", "fail_fast_validator", "paused_gc"]
 
 
 EXT_AWARE_DATETIME = 1
@@ -52,6 +53,7 @@ class UnencodableError(TypeError):
 
 # model class -> (names of fields whose type can hold a datetime, whether the model keeps extra fields).
 # Planned once per class: the encoder's hook runs once per model instance, 100,000 times for a large table.
+# Unbounded like the classes it is keyed by: one entry per model class the program encodes.
 _plans: dict[type, tuple[tuple[str, ...], bool]] = {}
 
 
@@ -177,6 +179,34 @@ def decode_payload(payload: bytes) -> Any:
     return _decoder.decode(payload)
 
 
+# model class -> a validator of the same core schema that stops at the first bad item of each list, set,
+# tuple and dict. It accepts exactly what the model's own validator accepts and builds the same instances;
+# it only keeps fewer errors. One entry per schema class decoded from a large payload.
+_fail_fast: dict[type, SchemaValidator] = {}
+_CONTAINERS = frozenset({"list", "set", "frozenset", "tuple", "dict"})
+
+
+def fail_fast_validator(model: type[BaseModel]) -> SchemaValidator:
+    """``model``'s validator, but failing fast inside containers (bounded errors for hostile payloads)."""
+    validator = _fail_fast.get(model)
+    if validator is None:
+        schema = _with_fail_fast(model.__pydantic_core_schema__)
+        validator = _fail_fast[model] = SchemaValidator(schema, model.__pydantic_core_schema__.get("config"))
+    return validator
+
+
+def _with_fail_fast(node: Any) -> Any:
+    """A copy of a core schema with ``fail_fast`` set on every container schema (callables kept as they are)."""
+    if isinstance(node, dict):
+        out = {k: _with_fail_fast(v) for k, v in node.items()}
+        if out.get("type") in _CONTAINERS:
+            out["fail_fast"] = True
+        return out
+    if isinstance(node, list):
+        return [_with_fail_fast(v) for v in node]
+    return node
+
+
 _gc_lock = threading.Lock()
 _gc_holders = 0
 _gc_was_enabled = False
@@ -220,13 +250,14 @@ _NEVER_DATETIME = (str, bytes, int, float, bool, dt.date, dt.time, dt.timedelta,
 def _may_hold_datetime(tp: Any) -> bool:
     if tp is dt.datetime or tp is Any or tp is object:
         return True
-    if isinstance(tp, type):
+    origin = typing.get_origin(tp)
+    # On Python 3.10 ``isinstance(list[datetime], type)`` is True: look at generics before classes.
+    if origin is None and isinstance(tp, type):
         if issubclass(tp, dt.datetime):
             return True
         if issubclass(tp, (BaseModel, enum.Enum, *_NEVER_DATETIME)):
             return False  # a nested model is planned on its own when the encoder reaches it
         return tp.__module__ not in ("builtins", "uuid", "decimal", "pathlib", "ipaddress", "pydantic.types")
-    origin = typing.get_origin(tp)
     if origin is typing.Literal:
         return False
     args = typing.get_args(tp)

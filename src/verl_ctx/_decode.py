@@ -1,7 +1,18 @@
-"""``decode``: the worker side. Find the envelope, shake hands on the schema, migrate, validate."""
+"""``decode``: the worker side. Find the envelope, shake hands on the schema, migrate, validate.
+
+The handshake, by what the envelope says against the worker's schema:
+
+* same version, same fingerprint: validate (a payload that then fails was edited: ``EnvelopeError``);
+* same version, other fingerprint: validate, then prove nothing changed: the decoded context, encoded again,
+  must give back the driver's values exactly (same types, nothing dropped or coerced). Proven: a
+  ``SchemaSkewWarning`` naming the differing fields. Not proven: ``SchemaMismatchError``;
+* older version: run the migrations up to the worker's version, then validate (``SchemaMismatchError`` if
+  a step is missing, fails, or the result does not validate); newer version: ``SchemaMismatchError``.
+"""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -9,15 +20,30 @@ from typing import Any, TypeVar
 import msgspec
 from pydantic import ValidationError
 
-from ._codec import GC_PAUSE_BYTES, decode_payload, paused_gc
-from ._envelope import DEFAULT_MAX_BYTES, check_fields, find_envelope
-from ._errors import ContextValidationError, EnvelopeError, SchemaMismatchError, SchemaSkewWarning
-from ._pydantic_errors import field_errors
-from ._schema import Migration, RoleContext, SchemaInfo, cached_info, schema_info
+from ._codec import GC_PAUSE_BYTES, decode_payload, encode_payload, fail_fast_validator, paused_gc
+from ._envelope import DEFAULT_MAX_BYTES, check_fields
+from ._field_errors import field_errors
+from ._fingerprint import SchemaInfo, cached_info, schema_info
+from ._schema import Migration, RoleContext
+from ._sources import find_envelope
+from .errors import EnvelopeError, FieldError, SchemaMismatchError, SchemaSkewWarning
 
-__all__ = ["decode"]
+__all__ = ["decode", "roles_for"]
 
 _C = TypeVar("_C", bound=RoleContext)
+
+# Above this payload size validation stops at the first bad item of each list or dict: a hostile payload of
+# millions of bad items must not cost millions of error records (time, memory, and a message nobody reads).
+FAIL_FAST_BYTES = 64 * 1024
+
+
+def roles_for(info: SchemaInfo, role: str | None) -> tuple[str, ...]:
+    """The roles to read for ``info``'s schema: all it serves, or ``role`` if given (which it must serve)."""
+    if role is None:
+        return info.roles
+    if role not in info.roles:
+        raise EnvelopeError(f"{info.schema_id} serves roles {', '.join(info.roles)}, not '{role}'")
+    return (role,)
 
 
 def decode(
@@ -27,49 +53,45 @@ def decode(
     role: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> _C:
-    """A validated, frozen ``schema`` instance from the envelope in ``source``.
+    """A validated, frozen ``schema`` instance from the context found in ``source``.
 
-    ``source`` is an envelope, its text form, an ``extra_context`` mapping that holds one, or any object
-    with an ``extra_context`` attribute (verl's ``TrainingWorkerConfig``). The schema always comes from the
-    caller: nothing named in the payload is imported, and nothing is unpickled.
+    ``source`` is whatever a verl worker holds: an envelope or its text, an ``extra_context`` mapping,
+    verl's ``TrainingWorkerConfig``, ``RolloutConfig`` or another config object, the Hydra config (a
+    ``DictConfig``, or its ``actor_rollout_ref`` / rollout part), or a worker object (``self``) whose config or
+    class carries the context; see ``verl_ctx._sources`` for the order. The schema always comes from the caller:
+    nothing named in the payload is imported, and nothing is unpickled.
 
-    Raises ``MissingContextError`` when no envelope for the schema's role is there, ``EnvelopeError`` for
-    a corrupt, oversize or unknown-format one, and ``SchemaMismatchError`` when the driver's schema differs
-    from ``schema`` in a way the payload cannot survive. A same-version payload whose fingerprint differs but
-    which still validates is returned with a ``SchemaSkewWarning`` naming the differing fields.
+    Raises ``MissingContextError`` when no context for the schema's role is there (saying where it looked),
+    ``EnvelopeError`` for a corrupt, oversize or unknown-format one, and ``SchemaMismatchError`` when the
+    driver's schema differs from ``schema`` in a way that could change a value.
     """
     info = cached_info(schema) or schema_info(schema)
-    roles = info.roles
-    if role is not None:
-        if role not in roles:
-            raise EnvelopeError(f"{info.schema_id} serves roles {', '.join(roles)}, not '{role}'")
-        roles = (role,)
-    env = find_envelope(source, roles, max_bytes=max_bytes)
-    env_role = env["role"]
-    if env_role not in roles:
+    roles = roles_for(info, role)
+    env = find_envelope(source, roles, role_given=role is not None, max_bytes=max_bytes)
+    if env["role"] not in roles:
         raise EnvelopeError(
-            f"this envelope carries role '{env_role}', but {info.schema_id} reads "
-            f"{' / '.join(roles)}; pass the schema of role '{env_role}'"
+            f"this envelope carries role '{env['role']}', but {info.schema_id} reads "
+            f"{' / '.join(roles)}; pass the schema of role '{env['role']}'"
         )
     payload: bytes = env["payload"]
     if len(payload) > max_bytes:
         raise EnvelopeError(
-            f"[{env_role}] payload is {len(payload)} bytes, over the {max_bytes}-byte limit; "
+            f"[{env['role']}] payload is {len(payload)} bytes, over the {max_bytes}-byte limit; "
             "raise max_bytes= if this size is intended"
         )
     if len(payload) > GC_PAUSE_BYTES:
         # One pause over parsing and validation: re-enabling the collector in between would make the next
         # allocation traverse every row just parsed.
         with paused_gc():
-            instance = _build(env, info, schema, payload)
+            instance, data = _build(env, info, schema, payload)
     else:
-        instance = _build(env, info, schema, payload)
-    if env["schema_version"] == info.version and env["fingerprint"] != info.fingerprint:
-        _warn_skew(env, info)
+        instance, data = _build(env, info, schema, payload)
+    if env["fingerprint"] != info.fingerprint or env["schema_id"] != info.schema_id:
+        _check_skew(env, info, schema, instance, data)
     return instance
 
 
-def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: bytes) -> _C:
+def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: bytes) -> tuple[_C, Any]:
     """Parse the payload, migrate it if the driver's schema is older, validate it into ``schema``."""
     role = env["role"]
     try:
@@ -82,27 +104,34 @@ def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: 
         raise EnvelopeError(f"[{role}] corrupt payload: expected a map of field values, got {type(data).__name__}")
 
     same_shape = env["schema_version"] == info.version and env["fingerprint"] == info.fingerprint
-    if not same_shape:
+    if env["schema_version"] != info.version:
         data = _upgrade(env, info, data, schema.__verl_ctx_migrations__)
+    validator = schema.__pydantic_validator__ if len(payload) <= FAIL_FAST_BYTES else fail_fast_validator(schema)
+    # Errors are turned into ours outside the except block: pydantic's error holds the input values (secrets
+    # too), and an exception raised inside the block would keep it as __context__.
+    failure: list[FieldError] | None = None
+    omitted = 0
     try:
         # Lax and by field name: the driver validated these values already; the worker re-checks them
         # against its own schema and rebuilds exact types (tuples, enums, UUIDs) from msgpack's plain ones.
-        return schema.__pydantic_validator__.validate_python(data, strict=False, by_name=True)  # type: ignore[no-any-return]
+        return validator.validate_python(data, strict=False, by_name=True), data
     except ValidationError as e:
-        errors = field_errors(e, role=role, schema=schema, secret_names=info.secret_fields)
-        if same_shape:
-            # Same fingerprint and the payload still fails: the bytes were edited, not the code.
-            raise ContextValidationError(
-                errors, summary=f"[{role}] payload does not validate against {info.schema_id}"
-            ) from None
-        raise _mismatch(
-            env,
-            info,
-            "and the payload does not validate against the worker's schema:\n"
-            + "\n".join(f"  {err}" for err in errors),
-        ) from None
+        try:
+            failure, omitted = field_errors(e, role=role, schema=schema)
+        except RecursionError:
+            failure = None
     except RecursionError:
-        raise EnvelopeError(f"[{role}] corrupt payload: nested too deeply to validate") from None
+        failure = None
+    if failure is None:
+        raise EnvelopeError(f"[{role}] corrupt payload: nested too deeply to validate")
+    listing = "\n".join(f"  {err}" for err in failure) + (f"\n  ... and {omitted} more" if omitted else "")
+    if same_shape:
+        # Same fingerprint and the payload still fails: the bytes were edited, not the code.
+        raise EnvelopeError(
+            f"[{role}] corrupt payload: it does not validate against {info.schema_id}, the schema it names:\n{listing}",
+            errors=failure,
+        )
+    raise _mismatch(env, info, "and the payload does not validate against the worker's schema:\n" + listing)
 
 
 def _upgrade(
@@ -117,8 +146,6 @@ def _upgrade(
             f"the driver's schema is version {version}, newer than this worker's "
             f"{info.version}; deploy the same code to the workers (a worker cannot downgrade)",
         )
-    if version == info.version:
-        return data
     while version < info.version:
         step = migrations.get(version)
         if step is None:
@@ -128,10 +155,13 @@ def _upgrade(
                 f"no migration from version {version} to {version + 1}; add "
                 f"`@migration(from_version={version})` to the schema",
             )
+        failed = None
         try:
             upgraded = step(dict(data))
-        except Exception as e:
-            raise _mismatch(env, info, f"the migration from version {version} failed: {type(e).__name__}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - the user's migration; named, not echoed (values may be secret)
+            failed = f"{type(e).__name__} (at {_where(e)})"
+        if failed is not None:
+            raise _mismatch(env, info, f"the migration from version {version} failed: {failed}")
         if not isinstance(upgraded, dict):
             raise _mismatch(
                 env,
@@ -141,6 +171,81 @@ def _upgrade(
             )
         data, version = upgraded, version + 1
     return data
+
+
+def _where(e: BaseException) -> str:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
+
+
+# --- skew: decoded, but is it the driver's data? -----------------------------------------------------------
+
+
+def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], instance: _C, data: Any) -> None:
+    if env["schema_version"] != info.version:
+        return  # migrated: the migration owns the change
+    if env["fingerprint"] != info.fingerprint:
+        changed: list[str] = []
+        added: list[str] = []
+        try:
+            again = decode_payload(encode_payload(instance))
+        except Exception:  # noqa: BLE001 - cannot re-encode: cannot prove anything
+            changed.append("<the whole context: it cannot be encoded again>")
+        else:
+            _compare(data, again, "", changed, added)
+        if changed:
+            raise _mismatch(
+                env,
+                info,
+                "and decoding with the worker's schema would change these values (coerced, dropped or "
+                f"collapsed): {', '.join(changed[:20])}",
+            )
+        filled = f"; filled from the worker's defaults: {', '.join(added[:20])}" if added else ""
+        warnings.warn(
+            SchemaSkewWarning(
+                f"[{env['role']}] driver and worker schemas differ ({env['schema_id']} "
+                f"fingerprint {env['fingerprint'][:12]} vs {info.schema_id} {info.fingerprint[:12]}); differing "
+                f"fields: {_describe_diff(env, info)}{filled}. Every value the driver sent decoded unchanged, so "
+                "decoding went on; deploy the same code to driver and workers, or bump version= with a migration"
+            ),
+            stacklevel=3,
+        )
+    else:
+        warnings.warn(
+            SchemaSkewWarning(
+                f"[{env['role']}] the driver's schema is {env['schema_id']}, the worker's {info.schema_id}: same "
+                "fields and rules (equal fingerprints), other names. Decoded; check that both sides import the "
+                "same module"
+            ),
+            stacklevel=3,
+        )
+
+
+def _compare(sent: Any, got: Any, path: str, changed: list[str], added: list[str]) -> None:
+    """Record where ``got`` (the worker's re-encoded values) differs from ``sent`` (the driver's)."""
+    if type(sent) is not type(got):
+        changed.append(path or "<root>")
+    elif isinstance(sent, dict):
+        for key, value in sent.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in got:
+                changed.append(f"{sub} (dropped)")
+            else:
+                _compare(value, got[key], sub, changed, added)
+        added.extend(f"{path}.{k}" if path else str(k) for k in got if k not in sent)
+    elif isinstance(sent, list):
+        if len(sent) != len(got):
+            changed.append(f"{path} ({len(sent)} items -> {len(got)})")
+        else:
+            for i, (a, b) in enumerate(zip(sent, got, strict=True)):
+                _compare(a, b, f"{path}[{i}]", changed, added)
+    elif isinstance(sent, float):
+        if not (sent == got or (math.isnan(sent) and math.isnan(got))):
+            changed.append(path)
+    elif sent != got:
+        changed.append(path)
 
 
 def _differing(env: Mapping[str, Any], info: SchemaInfo) -> list[str]:
@@ -159,8 +264,8 @@ def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
         elif name not in theirs:
             parts.append(f"{name} (only in the worker's schema)")
         else:
-            parts.append(f"{name} (type or constraints differ)")
-    return ", ".join(parts) or "none by field (the schema's own settings differ)"
+            parts.append(f"{name} (type, constraints or validators differ)")
+    return ", ".join(parts) or "none by field (the schema's own settings or validators differ)"
 
 
 def _mismatch(env: Mapping[str, Any], info: SchemaInfo, why: str) -> SchemaMismatchError:
@@ -175,16 +280,4 @@ def _mismatch(env: Mapping[str, Any], info: SchemaInfo, why: str) -> SchemaMisma
         driver_version=env["schema_version"],
         worker_version=info.version,
         differing_fields=_differing(env, info),
-    )
-
-
-def _warn_skew(env: Mapping[str, Any], info: SchemaInfo) -> None:
-    warnings.warn(
-        SchemaSkewWarning(
-            f"[{env['role']}] driver and worker both use {info.schema_id} v{info.version} but their schemas differ "
-            f"(fingerprint {env['fingerprint'][:12]} vs {info.fingerprint[:12]}); differing fields: "
-            f"{_describe_diff(env, info)}. The payload validated, so decoding went on; deploy the same code "
-            "to driver and workers, or bump version= with a migration"
-        ),
-        stacklevel=3,
     )

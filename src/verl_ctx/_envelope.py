@@ -1,4 +1,4 @@
-"""The envelope: one role's context as plain types, and where it sits in ``extra_context`` or a config.
+"""The envelope: one role's context as plain types; its store reference; and their one text form.
 
 Format version 1 (a ``dict``; every value a ``str``, ``int``, ``bytes`` or a ``dict`` of ``str``)::
 
@@ -7,51 +7,67 @@ Format version 1 (a ``dict``; every value a ``str``, ``int``, ``bytes`` or a ``d
         "role": "critic",
         "schema_id": "my_recipe.ctx:CriticContext",
         "schema_version": 2,                  # RoleContext version=
-        "fingerprint": "<sha256 hex>",        # of the schema's canonical JSON Schema (docs stripped)
+        "fingerprint": "<sha256 hex>",        # of the schema's canonical form (see _fingerprint)
         "fields": {"value_clip": "<12 hex>"}, # per-field digests, to name the fields that differ on skew
         "payload": b"...",                    # MessagePack of the field values (see _codec)
     }
 
+A context too large for an actor definition, or holding a secret, travels as a *store reference* instead:
+``{"verl_ctx_remote": 1, "role", "store", "namespace", "bytes"}`` names the Ray actor that holds the envelope
+(``integrations.verl._store``); readers fetch it through Ray's object store.
+
 In a ``TrainingWorkerConfig.extra_context`` envelopes sit under one reserved key, by role:
 ``extra_context["verl_ctx"]["critic"] = envelope``; every other key is left alone. Where only JSON-safe
-text may go (verl's main Hydra config is printed, resolved and sent to trackers) an envelope travels as
-``to_text(envelope)``: ``"verl-ctx:1:" + base64(MessagePack(envelope))``.
+text may go (verl's Hydra config is printed, resolved and tracked) either travels as ``to_text(...)``:
+``"verl-ctx:1:" + base64(MessagePack(envelope or reference))``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import msgspec
 
 from ._codec import UnencodableError, encode_payload
-from ._errors import EnvelopeError, MissingContextError
-from ._schema import RoleContext, cached_info, schema_info
+from ._fingerprint import cached_info, schema_info
+from ._schema import RoleContext
+from .errors import EnvelopeError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "ENVELOPE_FORMAT",
+    "FORMAT_KEY",
+    "REF_KEY",
     "RESERVED_KEY",
-    "attach",
+    "STORE_NAME_RE",
     "EnvelopeV1",
+    "StoreRefV1",
+    "attach",
     "check_envelope",
     "check_fields",
+    "check_ref",
     "encode",
     "envelope_json_schema",
-    "find_envelope",
     "from_text",
+    "is_ref",
+    "kind_of",
     "to_text",
 ]
 
 ENVELOPE_FORMAT = 1
 FORMAT_KEY = "verl_ctx_format"
-#: The one key of ``extra_context`` (and of ``RolloutConfig.custom``) that verl-ctx owns.
+#: The key that marks a store reference (its value is the reference format, 1).
+REF_KEY = "verl_ctx_remote"
+#: The one key of ``extra_context``, ``RolloutConfig.custom`` and the Hydra config that verl-ctx owns.
 RESERVED_KEY = "verl_ctx"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 TEXT_PREFIX = f"verl-ctx:{ENVELOPE_FORMAT}:"
+#: Store actors are named by verl-ctx alone; a reference naming any other actor is refused unread.
+STORE_NAME_RE = re.compile(r"^verl_ctx_store_[0-9a-f]{12}$")
 
 
 class EnvelopeV1(msgspec.Struct, frozen=True):
@@ -64,6 +80,16 @@ class EnvelopeV1(msgspec.Struct, frozen=True):
     fingerprint: str
     fields: dict[str, str]
     payload: bytes
+
+
+class StoreRefV1(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A reference to an envelope held by a verl-ctx store actor."""
+
+    verl_ctx_remote: int
+    role: str
+    store: str
+    namespace: str
+    bytes: int
 
 
 _FIELDS = EnvelopeV1.__struct_fields__
@@ -91,7 +117,13 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
                 "Declare `class MyContext(RoleContext, role=...)` and pass MyContext(...)"
             )
         info = schema_info(type(ctx))
-    role = _pick_role(info.roles, role, info.schema_id)
+    if role is None and len(info.roles) == 1:
+        role = info.roles[0]
+    elif role is None or role not in info.roles:
+        raise EnvelopeError(
+            f"{info.schema_id} serves roles {', '.join(info.roles)}"
+            + (f", not '{role}'" if role is not None else "; pass role= to say which one")
+        )
     try:
         payload = encode_payload(ctx)
     except UnencodableError as e:
@@ -102,19 +134,10 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
         "schema_id": info.schema_id,
         "schema_version": info.version,
         "fingerprint": info.fingerprint,
-        "fields": info.field_digests.copy(),
+        # Shared, never copied: envelopes are read-only data, and this runs on every encode.
+        "fields": info.field_digests,
         "payload": payload,
     }
-
-
-def _pick_role(roles: tuple[str, ...], role: str | None, schema_id: str) -> str:
-    if role is None:
-        if len(roles) == 1:
-            return roles[0]
-        raise EnvelopeError(f"{schema_id} serves roles {', '.join(roles)}; pass role= to say which one")
-    if role not in roles:
-        raise EnvelopeError(f"{schema_id} serves roles {', '.join(roles)}, not '{role}'")
-    return role
 
 
 def attach(
@@ -123,50 +146,28 @@ def attach(
     """Put envelopes (or contexts, encoded here) under ``extra_context["verl_ctx"][role]``; returns it.
 
     Other keys of ``extra_context`` are left untouched, so a recipe can keep its own entries beside ours.
+    Store references are accepted as well as envelopes.
     """
     slot = extra_context.get(RESERVED_KEY)
     if slot is None:
         slot = extra_context[RESERVED_KEY] = {}
     elif not isinstance(slot, MutableMapping):
         raise EnvelopeError(
-            f"extra_context['{RESERVED_KEY}'] is reserved for verl-ctx envelopes; it holds a "
-            f"{type(slot).__qualname__}. Move that value to another key"
+            f"extra_context['{RESERVED_KEY}'] is reserved for verl-ctx envelopes; it holds {kind_of(slot)}. "
+            "Move that value to another key"
         )
     for item in items:
-        env = encode(item) if isinstance(item, RoleContext) else check_envelope(item)
+        if isinstance(item, RoleContext):
+            env = encode(item)
+        elif is_ref(item):
+            env = check_ref(item)
+        else:
+            env = check_envelope(item)
         slot[env["role"]] = env
     return extra_context
 
 
-def to_text(envelope: Mapping[str, Any]) -> str:
-    """JSON-safe text form of an envelope, for places that are printed, resolved or logged as JSON."""
-    raw = msgspec.msgpack.encode(dict(check_envelope(envelope)))
-    return TEXT_PREFIX + base64.b64encode(raw).decode("ascii")
-
-
-def from_text(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
-    """The envelope in a ``to_text`` string."""
-    if not text.startswith(TEXT_PREFIX):
-        head = text[: len(TEXT_PREFIX)]
-        if head.startswith("verl-ctx:"):
-            raise EnvelopeError(
-                f"envelope text is of format '{head}', this verl-ctx reads '{TEXT_PREFIX}'; "
-                "install the same verl-ctx version on the driver and the workers"
-            )
-        raise EnvelopeError(f"not verl-ctx envelope text: expected it to start with '{TEXT_PREFIX}'")
-    body = text[len(TEXT_PREFIX) :]
-    # base64 is 4/3 of the bytes: refuse oversize text before decoding any of it.
-    if len(body) * 3 // 4 > max_bytes + 4096:
-        raise EnvelopeError(
-            f"envelope text holds about {len(body) * 3 // 4} bytes, over the {max_bytes}-byte limit; "
-            "raise max_bytes= if this size is intended"
-        )
-    try:
-        raw = base64.b64decode(body, validate=True)
-        env = msgspec.msgpack.decode(raw)
-    except (binascii.Error, ValueError, msgspec.DecodeError, RecursionError) as e:
-        raise EnvelopeError(f"corrupt envelope text: {e}") from None
-    return check_envelope(env)
+# --- checks ---------------------------------------------------------------------------------------------
 
 
 def check_envelope(env: object) -> dict[str, Any]:
@@ -193,19 +194,19 @@ def _check_slowly(env: object) -> dict[str, Any]:
     if not isinstance(env, Mapping) or FORMAT_KEY not in env:
         raise EnvelopeError(
             f"not a verl-ctx envelope: expected a mapping with a '{FORMAT_KEY}' key (made by verl_ctx.encode); "
-            f"got {_kind(env)}"
+            f"got {kind_of(env)}"
         )
     version = env[FORMAT_KEY]
     if version != ENVELOPE_FORMAT or isinstance(version, bool):
         raise EnvelopeError(
-            f"envelope format {version!r} is not one this verl-ctx reads (format {ENVELOPE_FORMAT}); "
+            f"envelope format {short(version)} is not one this verl-ctx reads (format {ENVELOPE_FORMAT}); "
             "install the same verl-ctx version on the driver and the workers"
         )
     if not isinstance(env.get("payload"), bytes):
         # msgspec.convert would read a str as base64; an envelope's payload is bytes, nothing else.
-        raise EnvelopeError(f"corrupt envelope: 'payload' should be bytes; got {_kind(env.get('payload'))}")
+        raise EnvelopeError(f"corrupt envelope: 'payload' should be bytes; got {kind_of(env.get('payload'))}")
     try:
-        checked = msgspec.convert(env, EnvelopeV1, strict=True)
+        checked = msgspec.convert(dict(env), EnvelopeV1, strict=True)
     except msgspec.ValidationError as e:
         raise EnvelopeError(f"corrupt envelope: {e}") from None
     return msgspec.structs.asdict(checked)
@@ -219,55 +220,82 @@ def check_fields(env: Mapping[str, Any]) -> Mapping[str, str]:
     return fields  # type: ignore[no-any-return]
 
 
-def _kind(value: object) -> str:
-    if isinstance(value, Mapping):
-        return f"a {type(value).__name__} with keys {sorted(map(str, value))[:8]}"
-    return f"a {type(value).__name__}"
+def is_ref(value: object) -> bool:
+    """Whether ``value`` claims to be a store reference (checked by ``check_ref``)."""
+    return isinstance(value, Mapping) and REF_KEY in value
 
 
-def find_envelope(source: object, roles: tuple[str, ...], *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
-    """The envelope for one of ``roles`` in ``source``.
+def check_ref(ref: object) -> dict[str, Any]:
+    """A well-formed store reference naming a verl-ctx store, else ``EnvelopeError`` (nothing is contacted)."""
+    try:
+        checked = msgspec.convert(ref, StoreRefV1, strict=True)
+    except (msgspec.ValidationError, TypeError) as e:
+        raise EnvelopeError(
+            f"corrupt verl-ctx store reference: {e}; expected keys {', '.join(StoreRefV1.__struct_fields__)}"
+        ) from None
+    if checked.verl_ctx_remote != 1:
+        raise EnvelopeError(f"store reference format {checked.verl_ctx_remote} is not one this verl-ctx reads (1)")
+    if not STORE_NAME_RE.match(checked.store):
+        raise EnvelopeError(
+            f"store reference names actor {short(checked.store)}, which is not a verl-ctx store "
+            "(names are verl_ctx_store_<12 hex>); refusing to contact it"
+        )
+    return msgspec.structs.asdict(checked)
 
-    ``source`` is an envelope, its text, an ``extra_context``-like mapping holding ``verl_ctx``, or any
-    object with an ``extra_context`` attribute (verl's ``TrainingWorkerConfig``).
+
+# --- text -----------------------------------------------------------------------------------------------
+
+
+def to_text(envelope_or_ref: Mapping[str, Any]) -> str:
+    """JSON-safe text of an envelope or a store reference, for places that are printed or logged as JSON.
+
+    The payload is only base64-encoded, so never put the text of a context holding a secret where people
+    can read it; verl-ctx's own delivery sends such contexts by store reference.
     """
-    if type(source) is dict and FORMAT_KEY in source:
-        return check_envelope(source)  # the hot path: an envelope itself (isinstance(Mapping) is slow)
-    if isinstance(source, str):
-        return from_text(source, max_bytes=max_bytes)
-    if not isinstance(source, Mapping):
-        holder = getattr(source, "extra_context", None)
-        if holder is not None:
-            source = holder
-    if not isinstance(source, Mapping):
+    checked = check_ref(envelope_or_ref) if is_ref(envelope_or_ref) else check_envelope(envelope_or_ref)
+    return TEXT_PREFIX + base64.b64encode(msgspec.msgpack.encode(checked)).decode("ascii")
+
+
+def from_text(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """The envelope, or store reference, in a ``to_text`` string."""
+    if not text.startswith(TEXT_PREFIX):
+        head = text[: len(TEXT_PREFIX)]
+        if head.startswith("verl-ctx"):
+            raise EnvelopeError(
+                f"envelope text is of format {short(head)}, this verl-ctx reads '{TEXT_PREFIX}'; "
+                "install the same verl-ctx version on the driver and the workers"
+            )
+        raise EnvelopeError(f"not verl-ctx envelope text: expected it to start with '{TEXT_PREFIX}'")
+    # base64 is 4/3 of the bytes: refuse oversize text before copying or decoding any of it.
+    size = (len(text) - len(TEXT_PREFIX)) * 3 // 4
+    if size > max_bytes + 4096:
         raise EnvelopeError(
-            "decode() reads an envelope, its text, an extra_context mapping, or an object with an "
-            f"extra_context attribute; got {_kind(source)}"
+            f"envelope text holds about {size} bytes, over the {max_bytes}-byte limit; "
+            "raise max_bytes= if this size is intended"
         )
-    if FORMAT_KEY in source:
-        return check_envelope(source)
-    slot = source.get(RESERVED_KEY)
-    if slot is None:
-        raise MissingContextError(
-            f"no verl-ctx context for role {' / '.join(roles)}: this mapping has no '{RESERVED_KEY}' key "
-            f"(keys: {sorted(map(str, source))[:8]}). On the driver, validate and bind the contexts "
-            "(verl_ctx.integrations.verl) or put one there with verl_ctx.attach(extra_context, ctx)",
-            role=roles[0],
-        )
-    if not isinstance(slot, Mapping):
-        raise EnvelopeError(f"'{RESERVED_KEY}' should map role names to envelopes; got {_kind(slot)}")
-    present = [r for r in roles if r in slot]
-    if not present:
-        raise MissingContextError(
-            f"no verl-ctx context for role {' / '.join(roles)}; this worker received contexts for "
-            f"{sorted(map(str, slot)) or 'no role'}. Give the role a section under extra_context in the config "
-            "(extra_context.<role>.<field>=...) or attach one on the driver",
-            role=roles[0],
-        )
-    if len(present) > 1:
-        raise EnvelopeError(
-            f"contexts for several roles this schema serves are here ({', '.join(present)}); "
-            "pass role= to decode() to say which one"
-        )
-    found = slot[present[0]]
-    return from_text(found, max_bytes=max_bytes) if isinstance(found, str) else check_envelope(found)
+    try:
+        raw = base64.b64decode(text[len(TEXT_PREFIX) :], validate=True)
+        obj = msgspec.msgpack.decode(raw)
+    except (binascii.Error, ValueError, msgspec.DecodeError, RecursionError) as e:
+        raise EnvelopeError(f"corrupt envelope text: {e}") from None
+    return check_ref(obj) if is_ref(obj) else check_envelope(obj)
+
+
+# --- messages -------------------------------------------------------------------------------------------
+
+
+def short(value: object, limit: int = 60) -> str:
+    """A short repr for messages about envelope structure (never payload values, which may be secret)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def kind_of(value: object) -> str:
+    """What a value is, for messages: its type, and for a mapping its first keys."""
+    if isinstance(value, Mapping) and type(value).__module__ in ("builtins", "omegaconf.dictconfig"):
+        try:
+            keys = sorted(map(str, value))[:8]
+        except Exception:  # noqa: BLE001 - a broken mapping still gets a message
+            keys = []
+        return f"a {type(value).__name__} with keys {keys}"
+    return f"a {type(value).__module__}.{type(value).__qualname__}"

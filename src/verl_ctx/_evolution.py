@@ -1,24 +1,5 @@
-"""Compare a schema with its exported copy and name each change with a rule id.
-
-The rules (docs/schema-evolution.md says why each is or is not breaking). A breaking change is one that
-lets a payload valid under the old schema fail, or be read differently, under the new one:
-
-=====================  ========  ==========================================================
-rule                   breaking  what changed
-=====================  ========  ==========================================================
-FIELD_REMOVED          yes       a field is gone: old payloads carry it, extra="forbid" refuses it
-REQUIRED_FIELD_ADDED   yes       a new field without a default: old payloads lack it
-FIELD_MADE_REQUIRED    yes       a field lost its default
-FIELD_TYPE_CHANGED     yes       a field's type changed (old values may not validate, or mean other things)
-ENUM_VALUE_REMOVED     yes       a Literal/Enum value is gone
-CONSTRAINT_TIGHTENED   yes       a bound, length, pattern or multipleOf accepts less than before
-DEFAULT_CHANGED        no        payloads always carry every value, so decoding is unaffected; a run
-                                 launched with new code picks up the new default: reported to be seen
-FIELD_ADDED            no        a new field with a default
-ENUM_VALUE_ADDED       no        a Literal/Enum accepts one more value
-CONSTRAINT_LOOSENED    no        a bound accepts more than before
-=====================  ========  ==========================================================
-"""
+"""Compare a schema with its exported copy and name each change with a rule id (``RULES``, the one table
+that docs/schema-evolution.md is checked against)."""
 
 from __future__ import annotations
 
@@ -26,20 +7,43 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._schema import inline_refs, strip_docs
+from ._fingerprint import inline_refs, strip_docs
 
-__all__ = ["BREAKING_RULES", "Change", "diff_schemas"]
+__all__ = ["BREAKING_RULES", "RULES", "Change", "Rule", "diff_schemas"]
 
-BREAKING_RULES = frozenset(
-    {
-        "FIELD_REMOVED",
-        "REQUIRED_FIELD_ADDED",
-        "FIELD_MADE_REQUIRED",
-        "FIELD_TYPE_CHANGED",
-        "ENUM_VALUE_REMOVED",
-        "CONSTRAINT_TIGHTENED",
-    }
-)
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of change: its id, whether it breaks old payloads, and why."""
+
+    id: str
+    breaking: bool
+    why: str
+
+
+#: Every rule, in the order the docs list them. A breaking change is one after which a payload valid under
+#: the old schema can fail, or be read differently, under the new one.
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in (
+        Rule("FIELD_REMOVED", True, 'old payloads carry the field; `extra="forbid"` refuses it'),
+        Rule("REQUIRED_FIELD_ADDED", True, "old payloads lack it"),
+        Rule("FIELD_MADE_REQUIRED", True, "a field lost its default; payloads that relied on it fail"),
+        Rule("FIELD_TYPE_CHANGED", True, "old values may not validate, or may be read as something else"),
+        Rule("ENUM_VALUE_REMOVED", True, "a `Literal` / `Enum` value old payloads may hold is gone"),
+        Rule("CONSTRAINT_TIGHTENED", True, "a bound, length, pattern or `multipleOf` accepts less than before"),
+        Rule(
+            "DEFAULT_CHANGED",
+            False,
+            "payloads always carry every value, so decoding is unaffected; listed because new launches change "
+            "behaviour",
+        ),
+        Rule("FIELD_ADDED", False, "a new field with a default"),
+        Rule("ENUM_VALUE_ADDED", False, "one more accepted value"),
+        Rule("CONSTRAINT_LOOSENED", False, "accepts more than before"),
+    )
+}
+BREAKING_RULES = frozenset(r.id for r in RULES.values() if r.breaking)
 # JSON Schema keyword -> True when a larger value accepts more.
 _BOUNDS = {
     "minimum": False,

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
 from ._evolution import Change, diff_schemas
+from ._fingerprint import schema_info
 from ._registry import ContextRegistry
-from ._schema import RoleContext, schema_info
+from ._schema import RoleContext
 from ._validate import SECTION
+from .errors import ConfigError
 
 __all__ = ["LOCK_FILE", "CheckReport", "check_export", "export_schemas", "render_json"]
 

@@ -1,18 +1,39 @@
-"""What in a raw ``extra_context`` will not travel safely to a Ray worker."""
+"""What will not travel well to a Ray worker: payloads near Ray's limits, risky raw ``extra_context`` values."""
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from ._envelope import RESERVED_KEY
-from ._errors import PayloadWarning
+from ._require import importable
+from .errors import PayloadWarning
 
-__all__ = ["lint_extra_context"]
+__all__ = ["RAY_ERROR_BYTES", "RAY_WARN_BYTES", "lint_extra_context", "lint_sizes"]
+
+#: Ray warns when an actor definition passes this many bytes (ray_constants.FUNCTION_SIZE_WARN_THRESHOLD)...
+RAY_WARN_BYTES = 10**7
+#: ...and refuses it past this many (FUNCTION_SIZE_ERROR_THRESHOLD).
+RAY_ERROR_BYTES = 10**8
 
 _PLAIN = (str, bytes, int, float, bool, type(None))
+
+
+def lint_sizes(payload_sizes: Mapping[str, int]) -> None:
+    """Warn for a payload that Ray would warn about or refuse if it were embedded in an actor definition."""
+    for role, size in payload_sizes.items():
+        if size >= RAY_WARN_BYTES:
+            verdict = "Ray refuses actor definitions past" if size >= RAY_ERROR_BYTES else "past Ray's warning at"
+            limit = RAY_ERROR_BYTES if size >= RAY_ERROR_BYTES else RAY_WARN_BYTES
+            warnings.warn(
+                PayloadWarning(
+                    f"[{role}] context payload is {size:,} bytes, {verdict} {limit:,} bytes for an actor "
+                    "definition. verl-ctx's delivery sends it through the object store; never put it in a raw "
+                    "extra_context"
+                ),
+                stacklevel=3,
+            )
 
 
 def lint_extra_context(extra_context: Mapping[str, Any], *, warn: bool = True) -> list[str]:
@@ -35,7 +56,7 @@ def lint_extra_context(extra_context: Mapping[str, Any], *, warn: bool = True) -
                     "(slow; some pydantic models fail to unpickle). Move the class to an importable module, "
                     "or declare a RoleContext and let verl-ctx carry it"
                 )
-            elif not _importable(module):
+            elif not importable(module):
                 problems.append(
                     f"extra_context['{path}'] holds a {module}.{qualname}, but module '{module}' cannot be found "
                     "here, so a worker is unlikely to import it either: the whole worker group would fail at "
@@ -55,10 +76,3 @@ def _walk(path: str, value: Any, depth: int = 0) -> list[tuple[str, Any]]:
     if type(value) is dict:
         return [item for k, v in value.items() for item in _walk(f"{path}.{k}", v, depth + 1)]
     return [(path, value)]
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from ._errors import SchemaDefinitionError
-from ._schema import RoleContext
+from .errors import SchemaDefinitionError
 
-__all__ = ["ContextRegistry", "default_registry"]
+if TYPE_CHECKING:
+    from ._schema import RoleContext
+
+__all__ = ["ContextRegistry", "default_registry", "qualified_name"]
 
 
 class ContextRegistry:
@@ -29,14 +32,14 @@ class ContextRegistry:
         """Register ``schema`` for each of its roles; a second, different schema for a role is an error."""
         roles = schema.__verl_ctx_roles__
         if not roles:
-            raise SchemaDefinitionError(f"{_sid(schema)} has no role= and cannot be registered")
+            raise SchemaDefinitionError(f"{qualified_name(schema)} has no role= and cannot be registered")
         with self._lock:
             for role in roles:
                 current = self._by_role.get(role)
-                if current is not None and _sid(current) != _sid(schema):
+                if current is not None and qualified_name(current) != qualified_name(schema):
                     raise SchemaDefinitionError(
-                        f"role '{role}' already has schema {_sid(current)} in {self.name}; "
-                        f"{_sid(schema)} cannot claim it too. Give one role one schema, share one with "
+                        f"role '{role}' already has schema {qualified_name(current)} in {self.name}; "
+                        f"{qualified_name(schema)} cannot claim it too. Give one role one schema, share one with "
                         "role=(...) for several roles, or register it in its own ContextRegistry."
                     )
             for role in roles:
@@ -83,8 +86,9 @@ class ContextRegistry:
         return f"ContextRegistry({self.name!r}, roles={self.roles()})"
 
 
-def _sid(schema: type) -> str:
-    return f"{schema.__module__}:{schema.__qualname__}"
+def qualified_name(cls: type) -> str:
+    """``module:QualName``: how a schema is named in envelopes, lock files and messages."""
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 default_registry = ContextRegistry("the default registry")

@@ -1,24 +1,25 @@
-"""Missing optional dependencies, named with the command that installs them."""
+"""Optional dependencies: whether a module can be imported, and an ImportError that names the pip extra."""
 
 from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["require"]
+__all__ = ["importable", "require"]
 
 
-def require(*modules: str, extra: str) -> None:
+def importable(module: str) -> bool:
+    """Whether ``module`` can be found, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require(*modules: str, extra: str, what: str = "verl_ctx.integrations") -> None:
     """Raise ``ImportError`` naming ``pip install 'verl-ctx[extra]'`` if any of ``modules`` is missing."""
-    missing = [m for m in modules if _missing(m)]
+    missing = [m for m in modules if not importable(m)]
     if missing:
         raise ImportError(
-            f"verl_ctx.integrations needs {', '.join(missing)}, which is not installed. "
+            f"{what} needs {', '.join(missing)}, which is not installed. "
             f"Install it with: pip install 'verl-ctx[{extra}]'"
         )
-
-
-def _missing(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is None
-    except (ImportError, ValueError):
-        return True

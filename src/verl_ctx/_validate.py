@@ -1,78 +1,26 @@
-"""``validate``: check a verl config's ``extra_context`` section before launch, every role, every error."""
+"""``validate``: check a verl config's ``extra_context`` section before launch, every role, every error at once."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from ._envelope import encode
-from ._errors import ConfigError, ContextValidationError, FieldError, InactiveRoleWarning, PayloadWarning
-from ._pydantic_errors import REDACTED, field_errors, short_repr, suggest
+from ._contextset import ContextSet, Provenance, Source
+from ._field_errors import field_errors, join_path, may_hold_secret, plain, suggest, withheld
+from ._lint import lint_sizes
 from ._registry import ContextRegistry, default_registry
 from ._roles import inactive_roles
-from ._schema import RoleContext, schema_info
+from ._schema import RoleContext
+from ._unknown_keys import unknown_keys
+from .errors import ConfigError, ContextValidationError, FieldError, InactiveRoleWarning
 
-__all__ = ["SECTION", "ContextSet", "Provenance", "validate"]
+__all__ = ["SECTION", "validate"]
 
 #: The top-level key of the verl config that holds one section per role.
 SECTION = "extra_context"
-#: Ray warns when an actor definition passes this many bytes (ray_constants.FUNCTION_SIZE_WARN_THRESHOLD)...
-RAY_WARN_BYTES = 10**7
-#: ...and refuses it past this many (FUNCTION_SIZE_ERROR_THRESHOLD).
-RAY_ERROR_BYTES = 10**8
-
-Source = Literal["schema default", "config file", "command-line override"]
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where one field's value came from."""
-
-    role: str
-    path: str
-    value: str
-    source: Source
-
-
-class ContextSet(Mapping[str, RoleContext]):
-    """The validated context of each role: ``role -> typed instance``, with where each value came from."""
-
-    def __init__(self, contexts: Mapping[str, RoleContext], provenance: Sequence[Provenance] = ()) -> None:
-        self._contexts = dict(sorted(contexts.items()))
-        self.provenance: tuple[Provenance, ...] = tuple(provenance)
-        self._envelopes: dict[str, dict[str, Any]] | None = None
-
-    def __getitem__(self, role: str) -> RoleContext:
-        return self._contexts[role]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._contexts)
-
-    def __len__(self) -> int:
-        return len(self._contexts)
-
-    def envelope(self, role: str) -> dict[str, Any]:
-        return self.envelopes()[role]
-
-    def envelopes(self) -> dict[str, dict[str, Any]]:
-        """Each role's envelope, encoded once and reused."""
-        if self._envelopes is None:
-            self._envelopes = {role: encode(ctx, role=role) for role, ctx in self._contexts.items()}
-        return self._envelopes
-
-    def payload_sizes(self) -> dict[str, int]:
-        return {role: len(env["payload"]) for role, env in self.envelopes().items()}
-
-    def describe(self) -> list[Provenance]:
-        """Every field of every role with its value (secrets redacted) and its source."""
-        return list(self.provenance)
-
-    def __repr__(self) -> str:
-        return f"ContextSet({', '.join(f'{r}={type(c).__name__}' for r, c in self._contexts.items())})"
 
 
 def validate(
@@ -86,96 +34,108 @@ def validate(
 
     ``config`` is a mapping or an OmegaConf ``DictConfig`` (a whole verl config, or any mapping with an
     ``extra_context`` key). All roles' errors are raised together as one ``ContextValidationError``, each
-    with its dotted path from the config root. ``overrides`` are the Hydra overrides that were applied,
-    used only to tell "command-line override" from "config file" in ``ContextSet.describe()``.
+    with its path from the config root. Unknown keys are errors at every depth, also inside nested models that
+    would otherwise ignore them. ``overrides`` are the Hydra overrides that were applied, used to tell
+    "command-line override" from "config file" in ``ContextSet.describe()``.
 
-    With ``check_roles`` (the default) a context given for a role this run will not start, by verl's own
-    rules, is reported with an ``InactiveRoleWarning``.
+    With ``check_roles`` (the default) roles are judged by verl's own rules: a context for a role this run will
+    not start gives an ``InactiveRoleWarning`` and never blocks the launch, even when it is missing or invalid.
     """
     registry = default_registry if registry is None else registry
     root = _as_mapping(config, "the config")
     section = _as_mapping(root.get(SECTION) or {}, SECTION)
-    overridden = _override_paths(overrides)
-    errors: list[FieldError] = []
+    inactive = inactive_roles(root, registry.roles()) if check_roles else {}
+    errors = _unknown_roles(section, registry)
     contexts: dict[str, RoleContext] = {}
     provenance: list[Provenance] = []
+    notes: list[str] = []
+    overridden = _override_paths(overrides)
 
-    for role in sorted(section, key=str):
-        if role not in registry:
-            close = suggest(str(role), registry.roles())
-            errors.append(
-                FieldError(
-                    role=str(role),
-                    path=f"{SECTION}.{role}",
-                    message="no schema is registered for this role",
-                    hint=(f"did you mean '{close}'?" if close else None)
-                    or f"registered roles: {', '.join(registry.roles()) or 'none (import your schema module)'}",
-                )
-            )
     for role in registry.roles():
         schema = registry[role]
-        data = section.get(role)
         prefix = f"{SECTION}.{role}"
-        if data is None:
-            missing = [name for name, f in schema.model_fields.items() if f.is_required()]
-            if missing:
-                errors.append(
-                    FieldError(
-                        role=role,
-                        path=prefix,
-                        message=f"no section, but {schema.__name__} requires {', '.join(missing)}",
-                        hint=f"add `{prefix}:` to the config or pass +{prefix}.{missing[0]}=...",
-                    )
-                )
-                continue
-            data = {}
-        if not isinstance(data, Mapping):
-            errors.append(
-                FieldError(role=role, path=prefix, message="expected a mapping of field values", input=short_repr(data))
-            )
+        given = section.get(role)
+        if given is None and role in inactive:
+            continue  # nothing configured for a role that will not run: nothing to say
+        found = _check_role(role, schema, given, prefix)
+        if isinstance(found, list):
+            if role in inactive:
+                notes.append(f"[{role}] its context is invalid, but {inactive[role]}: " + "; ".join(map(str, found)))
+            else:
+                errors.extend(found)
             continue
-        info = schema_info(schema)
-        try:
-            ctx = schema.model_validate(dict(data))
-        except ValidationError as e:
-            errors.extend(field_errors(e, role=role, schema=schema, secret_names=info.secret_fields, prefix=prefix))
-            continue
-        contexts[role] = ctx
-        provenance.extend(_provenance(role, ctx, data, prefix, overridden, info.secret_fields))
+        contexts[role] = found
+        provenance.extend(_provenance(role, found, given or {}, prefix, overridden))
+        if role in inactive:
+            notes.append(f"[{role}] a context is configured, but this run starts no {role}: {inactive[role]}")
 
     if errors:
         raise ContextValidationError(errors)
+    for note in notes:
+        warnings.warn(InactiveRoleWarning(note), stacklevel=2)
     result = ContextSet(contexts, provenance)
-    if check_roles:
-        for role, why in inactive_roles(root, [r for r in section if r in contexts]).items():
-            warnings.warn(
-                InactiveRoleWarning(f"[{role}] a context is configured, but this run starts no {role}: {why}"),
-                stacklevel=2,
-            )
-    lint_sizes(result)
+    lint_sizes(result.payload_sizes())
     return result
 
 
-def lint_sizes(contexts: ContextSet) -> None:
-    """Warn for a payload that Ray would warn about or refuse if it were embedded in an actor definition."""
-    for role, size in contexts.payload_sizes().items():
-        if size >= RAY_ERROR_BYTES:
-            warnings.warn(
-                PayloadWarning(
-                    f"[{role}] context payload is {size:,} bytes: Ray refuses actor definitions past "
-                    f"{RAY_ERROR_BYTES:,}. verl-ctx's delivery sends it through the object store; "
-                    "never put it in a raw extra_context"
-                ),
-                stacklevel=3,
+def _unknown_roles(section: Mapping[Any, Any], registry: ContextRegistry) -> list[FieldError]:
+    errors = []
+    for role in sorted(section, key=str):
+        if role in registry:
+            continue
+        close = suggest(str(role), registry.roles())
+        errors.append(
+            FieldError(
+                role=str(role),
+                path=f"{SECTION}.{role}",
+                message="no schema is registered for this role",
+                hint=(f"did you mean '{close}'?" if close else None)
+                or f"registered roles: {', '.join(registry.roles()) or 'none (import your schema module)'}",
             )
-        elif size >= RAY_WARN_BYTES:
-            warnings.warn(
-                PayloadWarning(
-                    f"[{role}] context payload is {size:,} bytes, past Ray's {RAY_WARN_BYTES:,}-byte actor "
-                    "definition warning; verl-ctx's delivery sends it through the object store"
-                ),
-                stacklevel=3,
-            )
+        )
+    return errors
+
+
+def _check_role(role: str, schema: type[RoleContext], given: object, prefix: str) -> RoleContext | list[FieldError]:
+    """The validated context of one role, or its errors."""
+    if given is None:
+        missing = [name for name, f in schema.model_fields.items() if f.is_required()]
+        if missing:
+            return [
+                FieldError(
+                    role=role,
+                    path=prefix,
+                    message=f"no section, but {schema.__name__} requires {', '.join(missing)}",
+                    hint=f"add `{prefix}:` to the config or pass +{prefix}.{missing[0]}=...",
+                )
+            ]
+        given = {}
+    if not isinstance(given, Mapping):
+        shown = withheld(given) if may_hold_secret(schema) else repr(plain(given))
+        return [FieldError(role=role, path=prefix, message="expected a mapping of field values", input=shown)]
+    errors = [
+        FieldError(
+            role=role,
+            path=join_path(prefix, [*parts, key]),
+            message="unknown field",
+            input=withheld(value),
+            hint=f"did you mean '{close}'?" if (close := suggest(key, known)) else f"known fields: {', '.join(known)}",
+        )
+        for parts, key, value, known in unknown_keys(schema, given)
+    ]
+    failure: list[FieldError] | None = None
+    omitted = 0
+    try:
+        ctx = schema.model_validate(dict(given))
+    except ValidationError as e:
+        failure, omitted = field_errors(e, role=role, schema=schema, prefix=prefix)
+    except RecursionError:
+        failure = [FieldError(role=role, path=prefix, message="nested too deeply to validate")]
+    if failure is not None:
+        if omitted:
+            failure.append(FieldError(role=role, path=prefix, message=f"... and {omitted} more errors"))
+        return errors + failure
+    return errors or ctx
 
 
 def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
@@ -184,8 +144,8 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
 
         try:
             value = OmegaConf.to_container(value, resolve=True)
-        except Exception as e:  # OmegaConf raises many types for a bad interpolation
-            raise ConfigError(f"cannot resolve {what}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - OmegaConf raises many types for a bad interpolation
+            raise ConfigError(f"cannot resolve {what}: {e}") from None
     if not isinstance(value, Mapping):
         raise ConfigError(f"{what} should be a mapping; got {type(value).__name__}")
     return value
@@ -202,22 +162,22 @@ def _override_paths(overrides: Sequence[str]) -> list[str]:
 
 
 def _provenance(
-    role: str,
-    ctx: RoleContext,
-    given: Mapping[str, Any],
-    prefix: str,
-    overridden: Sequence[str],
-    secrets: frozenset[str],
+    role: str, ctx: BaseModel, given: Mapping[str, Any], prefix: str, overridden: Sequence[str]
 ) -> Iterator[Provenance]:
-    for name in type(ctx).model_fields:
+    """One row per leaf: nested models are walked, each leaf with its own source."""
+    for name, field in type(ctx).model_fields.items():
         path = f"{prefix}.{name}"
+        value = getattr(ctx, name)
+        key = field.alias if field.alias is not None and field.alias in given else name
+        sub = given.get(key) if isinstance(given, Mapping) else None
+        if isinstance(value, BaseModel) and (sub is None or isinstance(sub, Mapping)):
+            yield from _provenance(role, value, sub or {}, path, overridden)
+            continue
         source: Source
-        if name not in given:
+        if not isinstance(given, Mapping) or key not in given:
             source = "schema default"
         elif any(path == o or path.startswith(o + ".") or o.startswith(path + ".") for o in overridden):
             source = "command-line override"
         else:
             source = "config file"
-        value = getattr(ctx, name)
-        shown = REDACTED if name in secrets else short_repr(value)
-        yield Provenance(role=role, path=path, value=shown, source=source)
+        yield Provenance(role=role, path=path, value=plain(value), source=source)  # plain() masks secrets

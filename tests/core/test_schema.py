@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, Field, SecretStr
 
-from verl_ctx import ContextRegistry, RoleContext, SchemaDefinitionError, migration, schema_info
+from verl_ctx import ContextRegistry, RoleContext, migration
+from verl_ctx.errors import SchemaDefinitionError
+from verl_ctx.schema import schema_info
 
 
 @pytest.mark.parametrize("role", ["actor", "ref", "critic", "rollout", "reward", "my_custom_worker"])

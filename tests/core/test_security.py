@@ -8,7 +8,9 @@ import time
 import msgspec
 import pytest
 
-from verl_ctx import ContextError, EnvelopeError, decode, encode, from_text, to_text
+from verl_ctx import ContextError, decode, encode
+from verl_ctx.envelope import from_text, to_text
+from verl_ctx.errors import EnvelopeError
 
 from .models import Everything, Row, Small
 
@@ -55,7 +57,7 @@ def _envelope_variants(rng: random.Random, good: dict[str, object]) -> object:
     return text[:cut] + rng.choice(["", "=", "!", "A", "\x00"]) + text[cut + 1 :]
 
 
-@pytest.mark.filterwarnings("ignore::verl_ctx.SchemaSkewWarning")
+@pytest.mark.filterwarnings("ignore::verl_ctx.errors.SchemaSkewWarning")
 def test_fuzzed_envelopes_raise_only_context_errors() -> None:
     """10,000 random and mutated envelopes: each decodes or raises a ContextError, none hangs."""
     rng = random.Random(20261130)

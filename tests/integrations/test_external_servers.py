@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from verl_ctx import ContextError, ContextRegistry, ContextValidationError, MissingContextError, validate
+from verl_ctx import ContextError, ContextRegistry, validate
+from verl_ctx.errors import ContextValidationError, MissingContextError
 from verl_ctx.integrations.verl import (
     ExternalRolloutContext,
     ServerUnavailableError,

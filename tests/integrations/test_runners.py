@@ -79,7 +79,7 @@ def test_legacy_trainer_keeps_the_recipes_own_critic_extra_context(contexts: Con
     """What a recipe assigns to _critic_extra_context stays beside our envelope; risky values are warned about."""
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    from verl_ctx import PayloadWarning
+    from verl_ctx.errors import PayloadWarning
 
     trainer = object.__new__(bound_trainer_cls(RayPPOTrainer, _worker_envelopes(contexts)))
     trainer._critic_extra_context = {"my_state": {"step": 3}}

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import click
 
-from .._errors import FieldError
-from .._schema import schema_info
-from .._validate import ContextSet, Provenance
+from .._contextset import ContextSet, Provenance
+from .._export import CheckReport
+from .._fingerprint import schema_info
+from .._lint import RAY_WARN_BYTES
+from ..errors import FieldError
 
 
 def ok(text: str) -> str:
@@ -60,4 +62,79 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def provenance_rows(rows: Sequence[Provenance]) -> list[list[str]]:
-    return [[p.role, p.path, p.value, p.source] for p in rows]
+    return [[p.role, p.path, json.dumps(p.value, ensure_ascii=False), p.source] for p in rows]
+
+
+def check_report(report: CheckReport) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "schemas": [
+            {
+                "schema_id": r.schema_id,
+                "roles": r.roles,
+                "old_version": r.old_version,
+                "new_version": r.new_version,
+                "problem": r.problem,
+                "changes": [
+                    {"rule": c.rule, "path": c.path, "detail": c.detail, "breaking": c.breaking} for c in r.changes
+                ],
+            }
+            for r in report.reports
+        ],
+    }
+
+
+def check_lines(report: CheckReport) -> Iterator[str]:
+    for r in report.reports:
+        head = f"{r.schema_id} ({'+'.join(r.roles)}) v{r.old_version} -> v{r.new_version}"
+        if r.old_version is None:
+            head += ": new schema, not in the export"
+        yield bad(head) if r.problem else ok(head)
+        for c in r.changes:
+            yield f"    {'BREAKING ' if c.breaking else '         '}{c}"
+        if r.problem:
+            yield f"    {click.style(r.problem, fg='red')}"
+
+
+def launch_plan(
+    contexts: ContextSet, config: Any, workers: Mapping[str, str], imports: Sequence[str], threshold: int
+) -> str:
+    """What ``run`` validated and will bind, before it hands over to verl."""
+    from ..integrations.verl._binding import WORKER_CLASS_ROLES
+
+    secret = contexts.secret_roles()
+    rows = []
+    for role, size in contexts.payload_sizes().items():
+        if role in WORKER_CLASS_ROLES:
+            channel = "worker class"
+        elif role == "rollout":
+            channel = "config: actor_rollout_ref.rollout.custom.verl_ctx.rollout"
+        else:
+            channel = f"config: verl_ctx.{role}"
+        how = (
+            "by reference (holds a secret)"
+            if role in secret
+            else "by reference (large)"
+            if size > threshold
+            else "inline"
+        )
+        rows.append([role, type(contexts[role]).__qualname__, f"{size:,} B", channel, how])
+    trainer = "v1 " + str(config.trainer.v1.trainer_mode) if config.trainer.use_v1 else "legacy RayPPOTrainer"
+    lines = [ok(f"validated {len(contexts)} role context(s); trainer: {trainer}")]
+    lines.append(table(["role", "schema", "payload", "channel", "travels"], rows))
+    if any(size > RAY_WARN_BYTES for size in contexts.payload_sizes().values()):
+        lines.append(warn("a payload is past Ray's actor-definition warning; it travels by reference"))
+    for slot, target in sorted(workers.items()):
+        lines.append(f"  recipe worker for {slot}: {target}")
+    if imports:
+        lines.append(f"  imported in the TaskRunner: {', '.join(imports)}")
+    return "\n".join(lines)
+
+
+def rehearsal_rows(records: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    rows = []
+    for record in sorted(records, key=lambda r: str(r["role"])):
+        decoded = record.get("decoded") or {}
+        shown = "; ".join(f"{k}={v}" for k, v in decoded.items()) or "(holds no typed context)"
+        rows.append([str(record["role"]), str(record["worker"]), str(record["pid"]), shown])
+    return rows

@@ -1,47 +1,36 @@
 """Deliver typed contexts to every verl role, on both trainer paths, without monkey-patching verl.
 
 =============  ==========================================================================================
-role           how its context arrives (read it with)
+role           how its context arrives (read it with ``decode(obj, Schema)`` wherever the code runs)
 =============  ==========================================================================================
 actor, ref     the ``TrainingWorkerConfig`` that ``ActorRolloutRefWorker.init_model`` builds, through bound
-               ``actor_worker_cls`` / ``ref_worker_cls`` (``decode(self.config, Schema)`` in a
-               ``TrainingWorker`` subclass; ``worker_context(self, Schema)`` in the outer worker)
+               ``actor_worker_cls`` / ``ref_worker_cls``; the hybrid worker's class carries them too
 critic         the critic ``TrainingWorker``'s ``config.extra_context``: bound worker class on both paths,
                and verl's ``_critic_extra_context`` for a legacy trainer with ``ContextTrainerMixin``
-rollout        ``actor_rollout_ref.rollout.custom.verl_ctx.rollout`` as text (``config_context``)
-reward, other  top-level ``verl_ctx.<role>`` of the Hydra config as text (``config_context``)
+rollout        ``actor_rollout_ref.rollout.custom.verl_ctx.rollout`` as text (``RolloutConfig.custom``)
+reward, other  top-level ``verl_ctx.<role>`` of the Hydra config as text
 =============  ==========================================================================================
 
-``ExternalLLMServerClient`` routes rollout requests to LLM servers started outside the job, from a typed
-``ExternalRouting`` in the rollout context.
+Contexts holding a secret, and large ones, travel by reference through Ray's object store.
 
-Entry points: ``verl-ctx run`` (``launch``) for the stock TaskRunners; ``make_task_runner``,
-``bind_role_worker_mapping``, ``bind_config`` and the mixins for a recipe with its own TaskRunner.
+Launch: ``compose_config`` (verl's config as ``python -m verl.trainer.main_ppo`` composes it), then
+``verl_ctx.validate``, then ``launch`` (= ``check_launch`` + ``init_ray`` + ``prepare`` + verl's ``run_ppo``), or
+``rehearse`` to stop every worker at the engine boundary on CPU. A recipe with its own TaskRunner uses
+``make_task_runner`` / the mixins, ``bind_role_worker_mapping`` and ``bind_config``. Routing to inference
+servers started outside the job is in ``verl_ctx.integrations.verl.external``.
 """
 
 from __future__ import annotations
 
 from ..._require import require
 
-require("verl", "ray", "omegaconf", extra="verl")
+require("verl", "ray", "omegaconf", "hydra", extra="verl")
 
-from ._binding import (  # noqa: E402
-    ENVELOPES_ATTR,
-    HOSTED_ROLES,
-    bind_role_worker_mapping,
-    bind_worker_cls,
-    bound_envelopes,
-    worker_context,
-)
-from ._config_channel import bind_config, config_context  # noqa: E402
-from ._launch import launch, prepare  # noqa: E402
-from ._routing import (  # noqa: E402
-    ExternalRolloutContext,
-    ExternalRouting,
-    Router,
-    ServerRef,
-    ServerUnavailableError,
-)
+from ..._lint import lint_extra_context  # noqa: E402
+from ._binding import bind_role_worker_mapping, bind_worker_cls  # noqa: E402
+from ._compose import compose_config, import_modules  # noqa: E402
+from ._config_channel import bind_config  # noqa: E402
+from ._launch import Prepared, check_launch, init_ray, launch, prepare, rehearse  # noqa: E402
 from ._runners import (  # noqa: E402
     ContextTaskRunnerMixin,
     ContextTaskRunnerV1Mixin,
@@ -49,41 +38,25 @@ from ._runners import (  # noqa: E402
     bound_trainer_cls,
     make_task_runner,
 )
-from ._store import DEFAULT_OFFLOAD_BYTES, offload_large, resolve  # noqa: E402
-
-
-def __getattr__(name: str) -> object:
-    # verl's LLMServerClient module pulls its rollout stack: import the subclass on first use only.
-    if name == "ExternalLLMServerClient":
-        from ._llm_client import ExternalLLMServerClient
-
-        return ExternalLLMServerClient
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from ._store import offload  # noqa: E402
 
 __all__ = [
-    "DEFAULT_OFFLOAD_BYTES",
-    "ENVELOPES_ATTR",
-    "HOSTED_ROLES",
     "ContextTaskRunnerMixin",
     "ContextTaskRunnerV1Mixin",
     "ContextTrainerMixin",
-    "ExternalLLMServerClient",
-    "ExternalRolloutContext",
-    "ExternalRouting",
-    "Router",
-    "ServerRef",
-    "ServerUnavailableError",
+    "Prepared",
     "bind_config",
     "bind_role_worker_mapping",
     "bind_worker_cls",
-    "bound_envelopes",
     "bound_trainer_cls",
-    "config_context",
+    "check_launch",
+    "compose_config",
+    "import_modules",
+    "init_ray",
     "launch",
+    "lint_extra_context",
     "make_task_runner",
-    "offload_large",
+    "offload",
     "prepare",
-    "resolve",
-    "worker_context",
+    "rehearse",
 ]

@@ -1,41 +1,37 @@
-"""Worker classes that carry their roles' envelopes, made at run time (no monkey-patching of verl).
+"""Classes that carry envelopes, made at run time (no monkey-patching of verl); and the recipe's own workers.
 
 Ray pickles an importable class by reference, so a class attribute set on one at run time never reaches a
-worker. A class *created* at run time is pickled by value, with its attributes: that is how the envelopes
-(plain types only) travel inside the actor definition verl builds with ``create_colocated_worker_cls``.
+worker. A class *created* at run time is pickled by value, with its attributes: that is how envelopes (plain
+types, or store references) travel inside the actor definitions verl builds. ``carrying`` is that one
+mechanism; worker classes, trainers and TaskRunners all use it:
 
 * a ``TrainingWorker`` subclass (critic; the actor's and ref's inner workers) gets a constructor that adds
-  its role's envelope to ``config.extra_context["verl_ctx"]`` before verl's constructor runs;
+  its role's envelope to ``config.extra_context["verl_ctx"]`` before the class's own constructor runs;
 * an ``ActorRolloutRefWorker`` subclass gets bound ``actor_worker_cls`` / ``ref_worker_cls`` (verl's own
-  override points, used at ``engine_workers.py:587/644``), so the ``TrainingWorkerConfig`` that
-  ``init_model`` builds inside the worker carries the actor's or ref's envelope;
-* any other ``Worker`` subclass just carries its envelopes; ``worker_context(self, Schema)`` reads them.
+  override points, read by ``ActorRolloutRefWorker.init_model``), so the ``TrainingWorkerConfig`` built
+  inside the worker carries the actor's or ref's envelope;
+* any other class just carries its envelopes; ``decode(self, Schema)`` reads them.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, MutableMapping
-from typing import Any, TypeVar
+from typing import Any
 
-from ..._decode import decode
-from ..._envelope import RESERVED_KEY, attach
-from ..._errors import MissingContextError
-from ..._schema import RoleContext, schema_info
-from ._store import resolve
+from ..._envelope import attach
+from ..._sources import ENVELOPES_ATTR
+from ...errors import ConfigError
 
 __all__ = [
-    "ENVELOPES_ATTR",
     "HOSTED_ROLES",
     "WORKER_CLASS_ROLES",
     "bind_role_worker_mapping",
     "bind_worker_cls",
     "bound_envelopes",
-    "worker_context",
+    "carrying",
+    "resolve_worker_classes",
 ]
-
-_C = TypeVar("_C", bound=RoleContext)
-
-ENVELOPES_ATTR = "__verl_ctx_envelopes__"
 
 #: Roles whose context rides in a worker class; the others go through the Hydra config (_config_channel).
 WORKER_CLASS_ROLES = frozenset({"actor", "ref", "critic"})
@@ -50,6 +46,29 @@ HOSTED_ROLES: dict[str, tuple[str, ...]] = {
     "critic": ("critic",),
 }
 
+#: The inner workers of verl's ActorRolloutRefWorker that a recipe may replace, by context role.
+INNER_WORKER_ATTRS = {"actor": "actor_worker_cls", "ref": "ref_worker_cls"}
+
+
+def carrying(
+    cls: type, envelopes: Mapping[str, Mapping[str, Any]], *, mixins: tuple[type, ...] = (), **attrs: Any
+) -> type:
+    """A subclass of ``cls`` made now, carrying ``envelopes``; Ray and cloudpickle send it by value.
+
+    It keeps ``cls``'s name and module (verl and logs show the recipe's class), and gets a ``<locals>``
+    qualname, which is what makes cloudpickle copy the class instead of importing it by name.
+    """
+    namespace = {ENVELOPES_ATTR: {r: dict(e) for r, e in envelopes.items()}, "__module__": cls.__module__, **attrs}
+    made = type(cls.__name__, (*mixins, cls), namespace)
+    made.__qualname__ = f"carrying.<locals>.{cls.__qualname__}"
+    return made
+
+
+def bound_envelopes(cls: type) -> dict[str, dict[str, Any]]:
+    """The envelopes a class made by ``carrying`` holds, by role (empty for any other class)."""
+    found = getattr(cls, ENVELOPES_ATTR, None)
+    return dict(found) if isinstance(found, Mapping) else {}
+
 
 class _InjectsExtraContext:
     """Mixin for TrainingWorker classes: put this class's envelopes into ``config.extra_context`` first."""
@@ -58,74 +77,86 @@ class _InjectsExtraContext:
         config = kwargs["config"] if "config" in kwargs else (args[0] if args else None)
         extra = getattr(config, "extra_context", None)
         if isinstance(extra, MutableMapping):
-            attach(extra, *(resolve(env) for env in bound_envelopes(type(self)).values()))
+            attach(extra, *bound_envelopes(type(self)).values())  # references stay references: read lazily
         super().__init__(*args, **kwargs)
 
 
-def bound_envelopes(cls: type) -> dict[str, dict[str, Any]]:
-    """The envelopes a bound worker class carries, by role (empty for an unbound class)."""
-    found = getattr(cls, ENVELOPES_ATTR, None)
-    return dict(found) if isinstance(found, Mapping) else {}
+def bind_worker_cls(
+    worker_cls: type, envelopes: Mapping[str, Mapping[str, Any]], *, inner: Mapping[str, type] | None = None
+) -> type:
+    """A subclass of ``worker_cls`` carrying ``envelopes`` (role -> envelope), made for the roles it hosts.
 
-
-def bind_worker_cls(worker_cls: type, envelopes: Mapping[str, Mapping[str, Any]]) -> type:
-    """A subclass of ``worker_cls`` carrying ``envelopes`` (role -> envelope), made for the roles it hosts."""
+    For an ``ActorRolloutRefWorker``, ``inner`` gives the recipe's ``TrainingWorker`` subclass for ``"actor"``
+    and ``"ref"`` (default: the class's own ``actor_worker_cls`` / ``ref_worker_cls``).
+    """
     from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
-    envs = {role: dict(env) for role, env in envelopes.items()}
-    namespace: dict[str, Any] = {ENVELOPES_ATTR: envs, "__module__": worker_cls.__module__}
-    bases: tuple[type, ...] = (worker_cls,)
+    attrs: dict[str, Any] = {}
+    mixins: tuple[type, ...] = ()
     if issubclass(worker_cls, TrainingWorker) and not issubclass(worker_cls, _InjectsExtraContext):
-        bases = (_InjectsExtraContext, worker_cls)
+        mixins = (_InjectsExtraContext,)
     elif issubclass(worker_cls, ActorRolloutRefWorker):
-        for role, attr in (("actor", "actor_worker_cls"), ("ref", "ref_worker_cls")):
-            if role in envs:
-                namespace[attr] = bind_worker_cls(getattr(worker_cls, attr), {role: envs[role]})
-    bound = type(worker_cls.__name__, bases, namespace)
-    # A qualname with <locals> makes cloudpickle send the class by value, envelopes included.
-    bound.__qualname__ = f"bind_worker_cls.<locals>.{worker_cls.__qualname__}"
-    return bound
+        for role, attr in INNER_WORKER_ATTRS.items():
+            cls = (inner or {}).get(role) or getattr(worker_cls, attr)
+            attrs[attr] = bind_worker_cls(cls, {role: envelopes[role]}) if role in envelopes else cls
+    return carrying(worker_cls, envelopes, mixins=mixins, **attrs)
 
 
 def bind_role_worker_mapping(
-    role_worker_mapping: MutableMapping[Any, Any], envelopes: Mapping[str, Mapping[str, Any]]
+    role_worker_mapping: MutableMapping[Any, Any],
+    envelopes: Mapping[str, Mapping[str, Any]],
+    *,
+    workers: Mapping[str, type] | None = None,
 ) -> MutableMapping[Any, Any]:
-    """Replace each worker class in verl's ``role_worker_mapping`` with one bound to its roles' envelopes.
+    """Put the recipe's ``workers`` into verl's ``role_worker_mapping``, then bind each class to its envelopes.
 
-    Each worker gets only the envelopes of the roles it hosts (``HOSTED_ROLES``); the mapping is changed in
-    place and returned. Entries are ``ray.remote`` classes, as verl's TaskRunners and trainers make them.
+    ``workers`` maps a verl Role (``"critic"``, ``"actor_rollout_ref"``, ...) to the recipe's worker class for
+    it; a ``TrainingWorker`` subclass given for ``"actor"`` or ``"ref"`` becomes the hybrid worker's
+    ``actor_worker_cls`` / ``ref_worker_cls``. Each worker gets only the envelopes of the roles it hosts
+    (``HOSTED_ROLES``); the mapping is changed in place and returned. Entries are ``ray.remote`` classes, as
+    verl's TaskRunners and trainers make them.
     """
     import ray
+    from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
+    workers = dict(workers or {})
+    inner = {r: c for r, c in workers.items() if r in INNER_WORKER_ATTRS and issubclass(c, TrainingWorker)}
     for verl_role, remote_cls in list(role_worker_mapping.items()):
-        hosted = HOSTED_ROLES.get(str(verl_role), ())
-        envs = {role: envelopes[role] for role in hosted if role in envelopes}
-        if not envs:
-            continue
         worker_cls = getattr(remote_cls, "__ray_actor_class__", remote_cls)
         if ENVELOPES_ATTR in vars(worker_cls):
             continue  # bound already (a TaskRunner binds after each registration step)
-        role_worker_mapping[verl_role] = ray.remote(bind_worker_cls(worker_cls, envs))
+        chosen = workers.get(str(verl_role))
+        if chosen is not None and chosen is not inner.get(str(verl_role)):
+            worker_cls = chosen
+        hosted = HOSTED_ROLES.get(str(verl_role), ())
+        envs = {role: envelopes[role] for role in hosted if role in envelopes}
+        if envs or chosen is not None or (inner and issubclass(worker_cls, ActorRolloutRefWorker)):
+            role_worker_mapping[verl_role] = ray.remote(bind_worker_cls(worker_cls, envs, inner=inner))
     return role_worker_mapping
 
 
-def worker_context(worker: object, schema: type[_C], *, role: str | None = None) -> _C:
-    """The typed context of ``schema``'s role, from inside a verl worker.
+def resolve_worker_classes(specs: Mapping[str, str]) -> dict[str, type]:
+    """``{"critic": "my_recipe.workers:CriticWorker"}`` -> the classes, checked against what each slot takes."""
+    from verl.single_controller.base import Worker
 
-    Works in a ``TrainingWorker`` subclass (reads ``self.config.extra_context``) and in an
-    ``ActorRolloutRefWorker`` or any other bound worker (reads the envelopes its class carries).
-    """
-    config = getattr(worker, "config", None)
-    extra = getattr(config, "extra_context", None)
-    if isinstance(extra, Mapping) and RESERVED_KEY in extra:
-        return decode(extra, schema, role=role)
-    envs = bound_envelopes(type(worker))
-    if not envs:
-        raise MissingContextError(
-            f"{type(worker).__qualname__} carries no verl-ctx contexts: its class was not bound. Launch with "
-            "`verl-ctx run`, or bind your role_worker_mapping with bind_role_worker_mapping(...)",
-            role=role or "?",
-        )
-    wanted = (role,) if role is not None else schema_info(schema).roles
-    # Fetch only this role's envelope: another role's may be a large one held in the object store.
-    return decode({RESERVED_KEY: {r: resolve(e) for r, e in envs.items() if r in wanted}}, schema, role=role)
+    out: dict[str, type] = {}
+    for slot, spec in specs.items():
+        if slot not in HOSTED_ROLES:
+            raise ConfigError(
+                f"--worker {slot}=...: unknown slot; use one of {', '.join(sorted(HOSTED_ROLES))} (verl's roles)"
+            )
+        module_name, _, attr = spec.partition(":")
+        if not module_name or not attr:
+            raise ConfigError(f"--worker {slot}={spec}: expected MODULE:CLASS, e.g. my_recipe.workers:CriticWorker")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except ImportError as e:
+            raise ConfigError(f"--worker {slot}={spec}: cannot import {module_name}: {e}") from None
+        except AttributeError:
+            raise ConfigError(f"--worker {slot}={spec}: {module_name} has no {attr}") from None
+        if not (isinstance(obj, type) and issubclass(obj, Worker)):
+            raise ConfigError(f"--worker {slot}={spec}: not a verl Worker subclass ({obj!r})")
+        out[slot] = obj
+    return out

@@ -2,36 +2,39 @@
 
 Rollout servers, agent loops, reward managers and reward-loop workers are handed the Hydra config (or its
 rollout part), so that config is their channel. verl prints it, resolves it and sends it to experiment
-trackers, so envelopes go there as JSON-safe text (``to_text``), never bytes:
+trackers, so entries go there as JSON-safe text (``verl_ctx.envelope.to_text``), and a context holding a
+secret only as the text of a store reference (``_store``):
 
 * the rollout context in ``actor_rollout_ref.rollout.custom.verl_ctx.rollout`` (``RolloutConfig.custom``,
   verl's documented extension point for custom rollout settings);
-* every other config-channel role (reward, and custom roles) in a top-level ``verl_ctx.<role>`` key.
+* every other config-channel role (reward, custom roles) in a top-level ``verl_ctx.<role>`` key.
+
+The raw ``extra_context`` section the user wrote is replaced by its validated values with secrets as stars,
+so what verl prints and tracks shows each role's context and no secret.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-from ..._decode import decode
-from ..._envelope import RESERVED_KEY
-from ..._errors import MissingContextError
-from ..._schema import RoleContext, schema_info
+from ..._envelope import RESERVED_KEY, to_text
+from ..._validate import SECTION
 from ._binding import WORKER_CLASS_ROLES
-from ._store import ref_to_text, resolve_text
 
-__all__ = ["bind_config", "config_context"]
+__all__ = ["bind_config"]
 
-_C = TypeVar("_C", bound=RoleContext)
-
-_ROLLOUT_PATH = ("actor_rollout_ref", "rollout", "custom")
+_ROLLOUT = "actor_rollout_ref.rollout"
 
 
-def bind_config(config: Any, envelopes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def bind_config(
+    config: Any, envelopes: Mapping[str, Mapping[str, Any]], *, redacted: Mapping[str, Any] | None = None
+) -> list[str]:
     """Write the config-channel roles' envelopes (or store references) into ``config`` as text.
 
-    ``config`` is verl's composed ``DictConfig``; it is changed in place. Returns the dotted keys written.
+    ``config`` is verl's composed ``DictConfig``; it is changed in place. ``redacted`` (role -> values with
+    secrets masked, ``ContextSet.redacted()``) replaces the ``extra_context`` section when given. Returns the
+    dotted keys written.
     """
     from omegaconf import OmegaConf, open_dict
 
@@ -40,49 +43,19 @@ def bind_config(config: Any, envelopes: Mapping[str, Mapping[str, Any]]) -> list
         for role in sorted(envelopes):
             if role in WORKER_CLASS_ROLES:
                 continue
-            text = ref_to_text(envelopes[role])
-            if role == "rollout":
-                rollout = OmegaConf.select(config, "actor_rollout_ref.rollout")
-                if rollout is not None:
-                    if rollout.get("custom") is None:
-                        rollout.custom = {}
-                    rollout.custom.setdefault(RESERVED_KEY, {})
-                    rollout.custom[RESERVED_KEY][role] = text
-                    written.append(".".join((*_ROLLOUT_PATH, RESERVED_KEY, role)))
-                    continue
+            text = to_text(envelopes[role])
+            rollout = OmegaConf.select(config, _ROLLOUT) if role == "rollout" else None
+            if rollout is not None:
+                if rollout.get("custom") is None:
+                    rollout.custom = {}
+                rollout.custom.setdefault(RESERVED_KEY, {})
+                rollout.custom[RESERVED_KEY][role] = text
+                written.append(f"{_ROLLOUT}.custom.{RESERVED_KEY}.{role}")
+                continue
             if config.get(RESERVED_KEY) is None:
                 config[RESERVED_KEY] = {}
             config[RESERVED_KEY][role] = text
             written.append(f"{RESERVED_KEY}.{role}")
+        if redacted is not None:
+            config[SECTION] = OmegaConf.create(dict(redacted))
     return written
-
-
-def config_context(config: Any, schema: type[_C], *, role: str | None = None) -> _C:
-    """The typed context of ``schema``'s role from a verl config handed to user code.
-
-    ``config`` may be the whole Hydra config, its ``actor_rollout_ref.rollout`` part, a ``RolloutConfig``
-    dataclass, or a ``custom`` dict: the places an agent loop, reward manager or rollout server sees.
-    """
-    roles = (role,) if role is not None else schema_info(schema).roles
-    for slot in _slots(config):
-        for name in roles:
-            text = slot.get(name)
-            if isinstance(text, str):
-                return decode(resolve_text(text), schema, role=name)
-    raise MissingContextError(
-        f"no verl-ctx context for role {' / '.join(roles)} in this config: looked under "
-        f"'{RESERVED_KEY}', 'actor_rollout_ref.rollout.custom.{RESERVED_KEY}' and 'custom.{RESERVED_KEY}'. "
-        "Launch with `verl-ctx run`, or write it with bind_config(config, envelopes) on the driver",
-        role=roles[0],
-    )
-
-
-def _slots(config: Any) -> Iterable[Mapping[str, Any]]:
-    for path in ((RESERVED_KEY,), (*_ROLLOUT_PATH, RESERVED_KEY), ("custom", RESERVED_KEY)):
-        node = config
-        for part in path:
-            node = node.get(part) if isinstance(node, Mapping) else getattr(node, part, None)
-            if node is None:
-                break
-        if node is not None and isinstance(node, Mapping):
-            yield node

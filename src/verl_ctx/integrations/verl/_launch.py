@@ -1,16 +1,119 @@
-"""``launch``: run verl's PPO entry with every role's context bound (what ``verl-ctx run`` calls)."""
+"""``launch``: run verl's PPO entry with every role's context bound (what ``verl-ctx run`` calls), and its parts.
+
+``python -m verl.trainer.main_ppo`` composes the config, then ``main`` runs ``auto_set_device`` and
+``validate_config`` and calls ``run_ppo(config, task_runner_class=...)``, which starts Ray and runs the
+TaskRunner. ``launch`` does the same with a bound TaskRunner, in steps a recipe's own ``main`` can call too:
+
+1. ``check_launch(config)``: verl's own pre-launch checks, their failure as one ``LaunchError`` line;
+2. ``init_ray(config)``: ``ray.init`` exactly as ``run_ppo`` would (it skips its own when Ray is up);
+3. ``prepare(config, contexts, ...)``: contexts into the config and a TaskRunner class (the store first for
+   large or secret-holding ones, which is why Ray starts before);
+4. ``run_ppo(config, task_runner_class=runner)``, verl's own.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..._validate import ContextSet
+from ..._contextset import ContextSet
+from ...errors import LaunchError
 from ._binding import WORKER_CLASS_ROLES
 from ._config_channel import bind_config
 from ._runners import make_task_runner
-from ._store import DEFAULT_OFFLOAD_BYTES, offload_large
+from ._store import DEFAULT_OFFLOAD_BYTES, offload
 
-__all__ = ["launch", "prepare"]
+__all__ = ["Prepared", "check_launch", "init_ray", "launch", "prepare", "ray_init_kwargs", "rehearse", "verl_cause"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` bound: the TaskRunner to hand ``run_ppo``, and how each role travels."""
+
+    task_runner: Any
+    #: role -> "worker class", "config: <key>", with "by reference" for contexts in the object store.
+    channels: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+
+def check_launch(config: Any) -> None:
+    """verl's own pre-launch steps (``auto_set_device``, ``validate_config``); a failure is a ``LaunchError``."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    try:
+        auto_set_device(config)
+        validate_config(
+            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+        )
+    except Exception as e:
+        cause, key = verl_cause(e)
+        raise LaunchError(
+            f"verl's pre-launch check failed: {cause}"
+            + (f" (config key: {key})" if key else "")
+            + ". Nothing was launched; fix the config (or run with --traceback for verl's full error)",
+            cause=cause,
+            key=key,
+        ) from e
+
+
+def verl_cause(exc: BaseException) -> tuple[str, str | None]:
+    """The one line that says what verl refused, and the config key when verl names one."""
+    text = str(exc)
+    key = getattr(exc, "full_key", None)
+    found = re.search(r"^full_key: (\S+)", text, re.M)
+    if found:
+        key = found.group(1)
+    root: BaseException = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    lines = [line for line in str(root).strip().splitlines() if line.strip() and not line.startswith("full_key:")]
+    return f"{type(root).__name__}: {lines[0] if lines else ''}".rstrip(": "), key or None
+
+
+def ray_init_kwargs(config: Any) -> dict[str, Any]:
+    """The ``ray.init`` arguments ``run_ppo`` uses for ``config`` (and the driver environment it sets first).
+
+    verl computes them inline in ``run_ppo``; only ``get_ppo_ray_runtime_env`` is a function, reused here. The
+    environment variables ``run_ppo`` sets in the driver (determinism, rl_insight) must be set before it
+    reads them, so they are set here as ``run_ppo`` would.
+    """
+    from omegaconf import OmegaConf
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    rollout = config.actor_rollout_ref.rollout
+    reward_model = OmegaConf.select(config, "reward.reward_model", default=None)
+    rm_determinism = bool(
+        reward_model is not None
+        and reward_model.get("enable")
+        and OmegaConf.select(reward_model, "rollout.full_determinism", default=False)
+    )
+    if rollout.get("full_determinism") or rm_determinism:
+        os.environ.update(VERL_FULL_DETERMINISM="1", VLLM_BATCH_INVARIANT="1", PYTHONHASHSEED=str(rollout.seed))
+    loggers = config.trainer.get("logger") or []
+    if "rl_insight" in ([loggers] if isinstance(loggers, str) else loggers):
+        os.environ["VERL_RL_INSIGHT_ENABLE"] = "1"
+    runtime_env = get_ppo_ray_runtime_env(config)
+    if OmegaConf.select(config, "transfer_queue.enable", default=False):
+        runtime_env.setdefault("env_vars", {})["TRANSFER_QUEUE_ENABLE"] = "1"
+    ray_init = config.ray_kwargs.get("ray_init", {}) if config.get("ray_kwargs") is not None else {}
+    merged = OmegaConf.merge(runtime_env, ray_init.get("runtime_env", {}))
+    kwargs: dict[str, Any] = OmegaConf.to_container(OmegaConf.create({**ray_init, "runtime_env": merged}))
+    return kwargs
+
+
+def init_ray(config: Any) -> bool:
+    """``ray.init`` as ``run_ppo`` does, unless Ray is up already; returns whether this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(**ray_init_kwargs(config))
+    return True
 
 
 def prepare(
@@ -19,15 +122,34 @@ def prepare(
     *,
     offload_threshold: int = DEFAULT_OFFLOAD_BYTES,
     task_runner_base: type | None = None,
-) -> Any:
-    """Bind ``contexts`` into ``config`` and a TaskRunner class; returns the ``ray.remote`` TaskRunner.
+    workers: Mapping[str, str] | None = None,
+    imports: Sequence[str] = (),
+    rehearsal: Mapping[str, Any] | None = None,
+) -> Prepared:
+    """Bind ``contexts`` into ``config`` (changed in place) and a TaskRunner class for ``run_ppo``.
 
-    Needs Ray running when a payload is above ``offload_threshold`` (it goes to the object store).
+    Contexts above ``offload_threshold`` payload bytes, and every context holding a secret, go to a store actor
+    first (Ray must be running: ``init_ray``). The raw ``extra_context`` section is replaced by the validated
+    values with secrets masked, so nothing verl prints or tracks holds a secret. ``workers`` and ``imports``
+    are the recipe's worker classes and modules, used inside the TaskRunner (see ``make_task_runner``).
     """
-    envelopes = offload_large(contexts.envelopes(), threshold=offload_threshold)
-    bind_config(config, envelopes)
-    by_worker = {role: env for role, env in envelopes.items() if role in WORKER_CLASS_ROLES}
-    return make_task_runner(by_worker, use_v1=bool(config.trainer.use_v1), base=task_runner_base)
+    envelopes = offload(contexts.envelopes(), threshold=offload_threshold, always=contexts.secret_roles())
+    written = bind_config(config, envelopes, redacted=contexts.redacted())
+    channels = {role: "worker class" for role in envelopes if role in WORKER_CLASS_ROLES}
+    for key in written:
+        channels[key.rsplit(".", 1)[1]] = f"config: {key}"
+    for role, env in envelopes.items():
+        if "payload" not in env:
+            channels[role] += " (by reference: Ray object store)"
+    runner = make_task_runner(
+        {role: env for role, env in envelopes.items() if role in WORKER_CLASS_ROLES},
+        use_v1=bool(config.trainer.use_v1),
+        base=task_runner_base,
+        workers=workers,
+        imports=imports,
+        rehearsal=rehearsal,
+    )
+    return Prepared(runner, channels, contexts.payload_sizes())
 
 
 def launch(
@@ -36,33 +158,100 @@ def launch(
     *,
     offload_threshold: int = DEFAULT_OFFLOAD_BYTES,
     task_runner_base: type | None = None,
+    workers: Mapping[str, str] | None = None,
+    imports: Sequence[str] = (),
 ) -> None:
     """Run verl's PPO training (``trainer.use_v1`` picks v1 or legacy) with every role's context delivered.
 
     Does what ``python -m verl.trainer.main_ppo`` does after composing the config, with a bound TaskRunner.
     """
     from verl.trainer.main_ppo import run_ppo
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-    from verl.utils.device import auto_set_device
 
-    auto_set_device(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    if any(size > offload_threshold for size in contexts.payload_sizes().values()):
-        _init_ray_as_verl_does(config)
-    runner = prepare(config, contexts, offload_threshold=offload_threshold, task_runner_base=task_runner_base)
-    run_ppo(config, task_runner_class=runner)
+    check_launch(config)
+    init_ray(config)
+    prepared = prepare(
+        config,
+        contexts,
+        offload_threshold=offload_threshold,
+        task_runner_base=task_runner_base,
+        workers=workers,
+        imports=imports,
+    )
+    run_ppo(config, task_runner_class=prepared.task_runner)
 
 
-def _init_ray_as_verl_does(config: Any) -> None:
-    """``ray.init`` with the arguments ``run_ppo`` would use (it skips its own init when Ray is up)."""
-    import ray
-    from omegaconf import OmegaConf
-    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+def rehearse(
+    config: Any,
+    contexts: ContextSet,
+    *,
+    workers: Mapping[str, str] | None = None,
+    imports: Sequence[str] = (),
+    offload_threshold: int = DEFAULT_OFFLOAD_BYTES,
+) -> list[dict[str, Any]]:
+    """Run the launch on this machine's CPUs up to the model engine; returns what each worker recorded.
 
-    if ray.is_initialized():
-        return
-    ray_init_kwargs = config.ray_kwargs.get("ray_init", {})
-    runtime_env = OmegaConf.merge(get_ppo_ray_runtime_env(config), ray_init_kwargs.get("runtime_env", {}))
-    kwargs: dict[str, Any] = OmegaConf.to_container(OmegaConf.create({**ray_init_kwargs, "runtime_env": runtime_env}))  # type: ignore[assignment]
-    ray.init(**kwargs)
+    verl's checks, Ray, the TaskRunner, the trainer and every recipe worker run for real; each
+    ``TrainingWorker`` stops where it would start its engine (see ``_rehearsal``). Each record says which role,
+    which recipe class, which process, and the ``repr`` of every typed context the worker holds. Raises
+    ``LaunchError`` when the run fails before every worker was built (verl's cause named).
+    """
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from omegaconf import open_dict
+    from verl.trainer.main_ppo import run_ppo
+
+    with open_dict(config):
+        # One CPU process per pool (see _rehearsal); logical CPUs for TransferQueue's actors; no trackers.
+        if config.ray_kwargs.ray_init.get("num_cpus") is None:
+            config.ray_kwargs.ray_init.num_cpus = 8
+        config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
+        config.trainer.logger = ["console"]
+        config.data.dataloader_num_workers = 0
+    check_launch(config)
+    started = init_ray(config)
+    try:
+        with tempfile.TemporaryDirectory(prefix="verl-ctx-rehearsal-") as directory:
+            prepared = prepare(
+                config,
+                contexts,
+                offload_threshold=offload_threshold,
+                workers=workers,
+                imports=imports,
+                rehearsal={"dir": directory},
+            )
+            try:
+                run_ppo(config, task_runner_class=prepared.task_runner)
+            except Exception as e:
+                if not _completed(e):
+                    cause, key = verl_cause(_innermost(e))
+                    raise LaunchError(
+                        f"the rehearsal stopped before every worker was built: {cause}"
+                        + (f" (config key: {key})" if key else ""),
+                        cause=cause,
+                        key=key,
+                    ) from e
+            else:
+                raise LaunchError("the rehearsal ran to the end without reaching a worker", cause="no worker built")
+            return [json.loads(p.read_text()) for p in sorted(Path(directory).glob("*.json"))]
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The worker's own exception inside Ray's ``RayTaskError`` wrappers (worker -> TaskRunner -> driver)."""
+    from ray.exceptions import RayTaskError
+
+    while isinstance(exc, RayTaskError) and getattr(exc, "cause", None) is not None:
+        exc = exc.cause
+    return exc
+
+
+def _completed(exc: BaseException) -> bool:
+    from ._rehearsal import RehearsalComplete
+
+    return isinstance(_innermost(exc), RehearsalComplete) or "RehearsalComplete" in str(exc)

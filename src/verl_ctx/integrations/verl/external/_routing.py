@@ -11,22 +11,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from ..._errors import ContextError
-from ..._schema import RoleContext
+from ...._schema import RoleContext
+from ....errors import ServerUnavailableError
 
 __all__ = [
     "ExternalRolloutContext",
     "ExternalRouting",
     "Router",
     "ServerRef",
-    "ServerUnavailableError",
 ]
 
 Policy = Literal["sticky", "round_robin", "least_inflight"]
-
-
-class ServerUnavailableError(ContextError):
-    """No configured LLM server could take the request; names each server and why."""
 
 
 class ServerRef(BaseModel):

@@ -17,10 +17,10 @@ from typing import Any
 import ray
 from verl.workers.rollout.llm_server import LLMServerClient
 
-from ..._errors import MissingContextError
-from ..._registry import default_registry
-from ..._schema import RoleContext
-from ._config_channel import config_context
+from ...._decode import decode
+from ...._registry import default_registry
+from ...._schema import RoleContext
+from ....errors import MissingContextError
 from ._routing import ExternalRouting, Router
 
 __all__ = ["ExternalLLMServerClient"]
@@ -35,7 +35,7 @@ def routing_from(config: Any, schema: type[RoleContext] | None) -> ExternalRouti
     if schema is None:
         return None
     try:
-        ctx = config_context(config, schema)
+        ctx = decode(config, schema)
     except MissingContextError:
         return None
     routing = getattr(ctx, "routing", None)

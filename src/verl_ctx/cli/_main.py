@@ -1,0 +1,369 @@
+"""The ``verl-ctx`` command.
+
+``validate``, ``describe``, ``config`` and ``schema`` never import torch or Ray: they answer in well under a
+second, before a GPU job is queued. ``run`` validates first and launches nothing on any error.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from .._contextset import ContextSet
+from ..errors import ConfigError, ContextError, ContextValidationError, LaunchError
+from . import _render as render
+
+__all__ = ["main"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+EXIT_CODES = """\b
+Exit codes:
+  0    valid (validate, schema check), launched (run), same (diff)
+  1    invalid contexts, a breaking schema change, verl refused the launch, contexts differ
+  2    usage error: a config, override, file or module that cannot be read
+  130  interrupted"""
+
+_VERL_ARGS_HELP = (
+    "VERL_ARGS are exactly what you would give `python -m verl.trainer.main_ppo`: Hydra overrides "
+    "(+extra_context.critic.value_clip=0.3, algorithm.adv_estimator=grpo) and --config-path/-cp, "
+    "--config-name/-cn, --config-dir/-cd. A relative --config-path is resolved against verl's trainer "
+    "directory, as verl's entry point resolves it."
+)
+
+
+@dataclass(frozen=True)
+class ConfigInputs:
+    """What ``validate``, ``describe``, ``config`` and ``run`` read: schema modules, a config, verl's arguments."""
+
+    modules: tuple[str, ...]
+    config_file: str | None
+    verl_args: tuple[str, ...]
+
+
+def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the shared options and hand them to the command as one ``inputs: ConfigInputs``."""
+
+    @functools.wraps(fn)
+    def with_inputs(
+        modules: tuple[str, ...], config_file: str | None, verl_args: tuple[str, ...], **kwargs: Any
+    ) -> Any:
+        return fn(inputs=ConfigInputs(modules, config_file, verl_args), **kwargs)
+
+    options = [
+        click.option(
+            "-s",
+            "--schemas",
+            "modules",
+            multiple=True,
+            metavar="MODULE",
+            help="Module defining RoleContext schemas (repeatable).",
+        ),
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(dir_okay=False),
+            default=None,
+            metavar="FILE",
+            help="A YAML file layered over verl's config (as a Hydra defaults list [ppo_trainer, FILE] would).",
+        ),
+        click.argument("verl_args", nargs=-1, type=click.UNPROCESSED, metavar="[VERL_ARGS]..."),
+    ]
+    command: Callable[..., Any] = with_inputs
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _format_option(fn: _F) -> _F:
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["human", "json"]),
+        default="human",
+        show_default=True,
+        help="Output for people or for CI.",
+    )(fn)
+
+
+def _exits(fn: _F) -> _F:
+    """Turn our errors into messages and exit codes instead of tracebacks."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as e:
+            click.echo(render.bad(f"usage error: {e}"), err=True)
+            sys.exit(EXIT_USAGE)
+        except ContextError as e:
+            click.echo(render.bad(str(e)), err=True)
+            sys.exit(EXIT_INVALID)
+        except KeyboardInterrupt:
+            click.echo(render.bad("interrupted"), err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+    return wrapper  # type: ignore[return-value]
+
+
+_COMMAND = {"context_settings": {"ignore_unknown_options": True}, "epilog": EXIT_CODES}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
+@click.version_option(package_name="verl-ctx")
+def cli() -> None:
+    """Typed, validated, versioned context for verl's workers."""
+
+
+@dataclass
+class _Checked:
+    """A composed config, its validated contexts, and the warnings validation raised."""
+
+    config: Any
+    contexts: ContextSet
+    warnings: list[str]
+
+
+def _composed(inputs: ConfigInputs) -> Any:
+    from ..integrations.verl._compose import compose_config, import_modules
+
+    if not inputs.modules:
+        raise ConfigError("name at least one schema module with -s MODULE (the module that defines your contexts)")
+    import_modules(inputs.modules)
+    return compose_config(inputs.verl_args, config_file=inputs.config_file)
+
+
+def _validated(inputs: ConfigInputs) -> _Checked:
+    """Import the schema modules, compose the config as verl would, validate every role."""
+    from .._validate import validate
+
+    config = _composed(inputs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        contexts = validate(config, overrides=[a for a in inputs.verl_args if not a.startswith("-")])
+    return _Checked(config, contexts, render.warning_texts(caught))
+
+
+@cli.command(
+    **_COMMAND,
+    help="Check every role's context in the composed config; list every error at once.\n\n" + _VERL_ARGS_HELP,
+)
+@_config_inputs
+@_format_option
+@_exits
+def validate(inputs: ConfigInputs, fmt: str) -> None:
+    try:
+        checked = _validated(inputs)
+    except ContextValidationError as e:
+        if fmt == "json":
+            render.emit_json({"valid": False, "errors": [render.error_dict(x) for x in e.errors], "warnings": []})
+        else:
+            click.echo(render.bad(str(e)), err=True)
+        sys.exit(EXIT_INVALID)
+    summary = render.roles_summary(checked.contexts)
+    if fmt == "json":
+        render.emit_json({"valid": True, "errors": [], "warnings": checked.warnings, "roles": summary})
+        return
+    for note in checked.warnings:
+        click.echo(render.warn(note), err=True)
+    parts = [f"{role} ({s['schema_id']} v{s['version']}, {s['payload_bytes']:,} B)" for role, s in summary.items()]
+    click.echo(render.ok(f"contexts valid for {len(parts)} role(s): " + (", ".join(parts) or "none registered")))
+
+
+@cli.command(
+    **_COMMAND, help="Show every value of every role and where it came from (secrets redacted).\n\n" + _VERL_ARGS_HELP
+)
+@_config_inputs
+@_format_option
+@_exits
+def describe(inputs: ConfigInputs, fmt: str) -> None:
+    checked = _validated(inputs)
+    rows = checked.contexts.describe()
+    if fmt == "json":
+        render.emit_json([{"role": p.role, "path": p.path, "value": p.value, "source": p.source} for p in rows])
+        return
+    for note in checked.warnings:
+        click.echo(render.warn(note), err=True)
+    click.echo(render.table(["role", "field", "value", "source"], render.provenance_rows(rows)))
+
+
+@cli.command(
+    "config",
+    **_COMMAND,
+    help="Print the config verl will get, composed and validated, with secrets redacted (like verl's --cfg job).\n\n"
+    + _VERL_ARGS_HELP,
+)
+@_config_inputs
+@click.option("--resolve/--no-resolve", default=False, help="Resolve ${...} interpolations first.")
+@_exits
+def show_config(inputs: ConfigInputs, resolve: bool) -> None:
+    from omegaconf import OmegaConf
+
+    from .._validate import SECTION
+
+    checked = _validated(inputs)
+    container = OmegaConf.to_container(checked.config, resolve=resolve)
+    assert isinstance(container, dict)
+    container[SECTION] = checked.contexts.redacted()
+    click.echo(OmegaConf.to_yaml(OmegaConf.create(container)), nl=False)
+
+
+@cli.group()
+def schema() -> None:
+    """Export role schemas as JSON Schema, and check today's code against an export."""
+
+
+@schema.command("export")
+@click.option("-s", "--schemas", "modules", multiple=True, metavar="MODULE", help="Module defining schemas.")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
+@_exits
+def schema_export(modules: tuple[str, ...], out_dir: str) -> None:
+    """Write one JSON Schema per role schema, a config-file schema and a lock file."""
+    from .._export import export_schemas
+    from .._registry import default_registry
+    from ..integrations.verl._compose import import_modules
+
+    import_modules(modules)
+    for path in export_schemas(default_registry, Path(out_dir)):
+        click.echo(f"wrote {path}")
+
+
+@schema.command("check", epilog=EXIT_CODES)
+@click.option("-s", "--schemas", "modules", multiple=True, metavar="MODULE", help="Module defining schemas.")
+@click.argument("export_dir", type=click.Path(file_okay=False))
+@_format_option
+@_exits
+def schema_check(modules: tuple[str, ...], export_dir: str, fmt: str) -> None:
+    """Compare today's schemas with an export; a breaking change without a version bump and migration fails."""
+    from .._export import check_export
+    from .._registry import default_registry
+    from ..integrations.verl._compose import import_modules
+
+    import_modules(modules)
+    report = check_export(default_registry, Path(export_dir))
+    if fmt == "json":
+        render.emit_json(render.check_report(report))
+    else:
+        for line in render.check_lines(report):
+            click.echo(line)
+    sys.exit(EXIT_OK if report.ok else EXIT_INVALID)
+
+
+@schema.command("envelope")
+@click.option("-o", "--out", "out_file", required=True, type=click.Path(dir_okay=False), help="File to write.")
+def schema_envelope(out_file: str) -> None:
+    """Write the JSON Schema of the envelope format."""
+    from .._envelope import envelope_json_schema
+    from .._export import render_json
+
+    Path(out_file).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_file).write_text(render_json(envelope_json_schema()))
+    click.echo(f"wrote {out_file}")
+
+
+def _workers(specs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for spec in specs:
+        slot, sep, target = spec.partition("=")
+        if not sep or not slot or ":" not in target:
+            raise ConfigError(
+                f"--worker {spec}: expected SLOT=MODULE:CLASS, e.g. critic=my_recipe.workers:CriticWorker"
+            )
+        out[slot] = target
+    return out
+
+
+@cli.command(
+    **_COMMAND,
+    help="Validate, then run verl's PPO trainer (v1 or legacy, per trainer.use_v1) with every context bound.\n\n"
+    "Any invalid context, or a config verl's own checks refuse, stops it before Ray starts. With --rehearse it "
+    "runs on this machine's CPUs up to the model engine and shows what every worker decoded.\n\n" + _VERL_ARGS_HELP,
+)
+@_config_inputs
+@click.option(
+    "--worker",
+    "worker_specs",
+    multiple=True,
+    metavar="SLOT=MODULE:CLASS",
+    help="The recipe's worker class for a verl role (critic, actor_rollout_ref, actor, ref, ...); a TrainingWorker "
+    "subclass for actor/ref becomes the hybrid worker's actor_worker_cls/ref_worker_cls. Repeatable.",
+)
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE inside the TaskRunner before verl builds its trainer (e.g. one that calls "
+    "@register_trainer). Repeatable.",
+)
+@click.option("--rehearse", is_flag=True, help="Stop every worker at the engine boundary, on CPU, and report.")
+@click.option(
+    "--offload-bytes",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Payloads above N bytes go through Ray's object store (default 8 MiB).",
+)
+@click.option(
+    "--traceback", "show_traceback", is_flag=True, help="Show verl's full traceback when it refuses the launch."
+)
+@_exits
+def run(
+    inputs: ConfigInputs,
+    worker_specs: tuple[str, ...],
+    imports: tuple[str, ...],
+    rehearse: bool,
+    offload_bytes: int | None,
+    show_traceback: bool,
+) -> None:
+    workers = _workers(worker_specs)
+    try:
+        checked = _validated(inputs)
+    except ContextValidationError as e:
+        click.echo(render.bad(str(e)), err=True)
+        click.echo("nothing was launched", err=True)
+        sys.exit(EXIT_INVALID)
+    for note in checked.warnings:
+        click.echo(render.warn(note), err=True)
+
+    from ..integrations.verl import _launch
+    from ..integrations.verl._binding import resolve_worker_classes
+    from ..integrations.verl._store import DEFAULT_OFFLOAD_BYTES
+
+    resolve_worker_classes(workers)  # fail here, not in the TaskRunner, on a class that cannot be imported
+    all_imports = (*inputs.modules, *imports)
+    threshold = offload_bytes or DEFAULT_OFFLOAD_BYTES
+    click.echo(render.launch_plan(checked.contexts, checked.config, workers, all_imports, threshold))
+    try:
+        if rehearse:
+            click.echo("rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)...")
+            records = _launch.rehearse(
+                checked.config, checked.contexts, workers=workers, imports=all_imports, offload_threshold=threshold
+            )
+            click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
+            click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
+            return
+        click.echo("running verl's pre-launch checks, then handing over to verl's run_ppo")
+        _launch.launch(
+            checked.config, checked.contexts, offload_threshold=threshold, workers=workers, imports=all_imports
+        )
+    except LaunchError as e:
+        if show_traceback and e.__cause__ is not None:
+            import traceback
+
+            traceback.print_exception(type(e.__cause__), e.__cause__, e.__cause__.__traceback__)
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="verl-ctx")

@@ -1,0 +1,310 @@
+"""verl's Hydra config, composed exactly as ``python -m verl.trainer.main_ppo ARGS`` composes it; recipe imports.
+
+verl's entry point is ``@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)`` in
+``verl/trainer/main_ppo.py``. So, as Hydra does for it:
+
+* the arguments are read by Hydra's own argument grammar: ``--config-path``/``-cp``, ``--config-name``/``-cn``
+  (a ``.yaml`` suffix allowed), ``--config-dir``/``-cd`` (an extra search-path entry), and overrides;
+* a relative ``--config-path`` (``config``, ``./config``) is resolved against the directory of
+  ``verl/trainer/main_ppo.py``, not the working directory; an absolute one or ``pkg://`` is used as is;
+* ``--config-name`` alone keeps verl's config directory.
+
+Nothing here imports verl (which pulls torch and Ray): its directory is found with ``find_spec``.
+
+``--config FILE`` is verl-ctx's own convenience: a file *without* a ``defaults`` list is layered over verl's
+``ppo_trainer`` (as the defaults list ``[ppo_trainer, FILE, _self_]`` would); a file *with* one is composed as
+the primary config, with verl's config directory on its search path (so ``defaults: [ppo_trainer, _self_]``
+works as in verl's own recipes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigError
+
+__all__ = ["VerlArgs", "compose_config", "import_modules", "parse_verl_args", "verl_config_dir"]
+
+VERL_CONFIG_PATH = "config"  # hydra.main(config_path=...) in verl/trainer/main_ppo.py
+VERL_CONFIG_NAME = "ppo_trainer"  # hydra.main(config_name=...)
+VERL_TASK_NAME = "main_ppo"  # what Hydra names the job of verl/trainer/main_ppo.py
+#: Configs larger than this are refused before Hydra reads them (a YAML alias bomb is tiny; see _check_file).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+_MAX_ALIASES = 100
+
+_LAYERED = "verl_ctx_layered"
+
+
+@dataclass(frozen=True)
+class VerlArgs:
+    """The arguments of one verl launch, as Hydra's parser reads them."""
+
+    config_path: str = VERL_CONFIG_PATH
+    config_name: str = VERL_CONFIG_NAME
+    config_dir: str | None = None
+    overrides: list[str] = field(default_factory=list)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print usage and exit
+        raise ConfigError(f"verl's entry point would reject these arguments: {message}")
+
+
+def _hydra_parser() -> argparse.ArgumentParser:
+    """Hydra 1.3's own argument grammar (``hydra._internal.utils.get_args_parser``), the options that compose."""
+    p = _Parser(add_help=False, prog="verl")
+    p.add_argument("overrides", nargs="*")
+    p.add_argument("--config-path", "-cp")
+    p.add_argument("--config-name", "-cn")
+    p.add_argument("--config-dir", "-cd")
+    for flag, short in (("--cfg", "-c"), ("--package", "-p")):
+        p.add_argument(flag, short)
+    for flag in ("--resolve", "--run", "--help", "--hydra-help", "--version", "--multirun", "--shell-completion"):
+        p.add_argument(flag, action="store_true")
+    p.add_argument("--info", "-i", nargs="?", const="all")
+    p.add_argument("--experimental-rerun")
+    return p
+
+
+def parse_verl_args(args: Sequence[str]) -> VerlArgs:
+    """Read ``python -m verl.trainer.main_ppo`` arguments; options that would not launch one run are refused."""
+    ns = _hydra_parser().parse_args(list(args))
+    for flag in ("help", "hydra_help", "version", "multirun", "shell_completion"):
+        if getattr(ns, flag):
+            raise ConfigError(f"--{flag.replace('_', '-')} does not launch a single run; drop it")
+    if ns.info is not None or ns.experimental_rerun is not None:
+        raise ConfigError("--info and --experimental-rerun do not launch a run; drop them")
+    return VerlArgs(
+        config_path=ns.config_path if ns.config_path is not None else VERL_CONFIG_PATH,
+        config_name=(ns.config_name if ns.config_name is not None else VERL_CONFIG_NAME),
+        config_dir=ns.config_dir,
+        overrides=list(ns.overrides or []),
+    )
+
+
+def verl_config_dir() -> Path:
+    """verl's own trainer config directory, found without importing verl (which pulls torch and Ray)."""
+    return _verl_trainer_dir() / VERL_CONFIG_PATH
+
+
+def _verl_trainer_dir() -> Path:
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise ConfigError(
+            "verl is not installed, so its ppo_trainer config cannot be composed. Install it with "
+            "`pip install 'verl-ctx[verl]'`"
+        )
+    trainer = Path(locations[0]) / "trainer"
+    if not (trainer / "main_ppo.py").is_file():
+        raise ConfigError(f"verl is installed at {locations[0]} but has no trainer/main_ppo.py")
+    return trainer
+
+
+def _search_dir(config_path: str) -> str:
+    """Where verl's ``hydra.main`` looks for the primary config (``compute_search_path_dir`` for main_ppo.py)."""
+    if os.path.splitext(config_path)[1] in (".yaml", ".yml"):
+        raise ConfigError("--config-path names a directory; give the file's name with --config-name")
+    if os.path.isabs(config_path) or config_path.startswith("pkg://"):
+        return config_path
+    return os.path.normpath(os.path.join(os.path.realpath(_verl_trainer_dir()), config_path))
+
+
+def compose_config(
+    args: Sequence[str] = (), *, overrides: Sequence[str] = (), config_file: str | os.PathLike[str] | None = None
+) -> Any:
+    """The ``DictConfig`` verl's entry point builds from ``args`` (its command line) plus ``overrides``.
+
+    ``compose_config(["--config-path=config", "--config-name=ppo_megatron_trainer", "algorithm.adv_estimator=grpo"])``
+    composes what ``python -m verl.trainer.main_ppo`` would with those arguments. ``config_file`` layers a
+    YAML file (see the module docs). Errors are ``ConfigError``s that keep Hydra's message whole.
+    """
+    verl = parse_verl_args(args)
+    verl = VerlArgs(verl.config_path, verl.config_name, verl.config_dir, [*verl.overrides, *overrides])
+    for path in _override_files(verl):
+        _check_file(path)
+    if config_file is not None:
+        return _compose_with_file(Path(config_file), verl)
+    return _compose(_search_dir(verl.config_path), verl.config_name.removesuffix(".yaml"), verl)
+
+
+def _compose(search_dir: str, name: str, verl: VerlArgs, extra_search: Sequence[str] = ()) -> Any:
+    from hydra import compose, initialize_config_dir, initialize_config_module
+
+    overrides = list(verl.overrides)
+    search = [f"file://{os.path.abspath(d)}" for d in extra_search]
+    if verl.config_dir is not None:
+        config_dir = os.path.abspath(verl.config_dir)
+        if not os.path.isdir(config_dir):
+            raise ConfigError(f"--config-dir {verl.config_dir}: no such directory ({config_dir})")
+        search.insert(0, f"file://{config_dir}")
+    if search:
+        overrides.append(f"hydra.searchpath=[{','.join(search)}]")
+    if search_dir.startswith("pkg://"):
+        init: Any = initialize_config_module(
+            config_module=search_dir.removeprefix("pkg://").replace("/", "."),
+            job_name=VERL_TASK_NAME,
+            version_base=None,
+        )
+    else:
+        if not os.path.isdir(search_dir):
+            raise ConfigError(
+                f"no config directory {search_dir}: a relative --config-path is resolved against verl's trainer "
+                "directory, as verl's entry point resolves it; give an absolute path for your own configs"
+            )
+        init = initialize_config_dir(config_dir=search_dir, job_name=VERL_TASK_NAME, version_base=None)
+    return _hydra_call(lambda: _run(init, compose, name, overrides), f"config {name} from {search_dir}")
+
+
+def _run(init: Any, compose: Any, name: str, overrides: list[str]) -> Any:
+    with init:
+        return compose(config_name=name, overrides=overrides)
+
+
+def _compose_with_file(file: Path, verl: VerlArgs) -> Any:
+    _check_file(file)
+    import yaml
+
+    try:
+        content = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"cannot read config file {file}: {e}") from None
+    if not isinstance(content, dict):
+        raise ConfigError(f"config file {file} should hold a mapping at the top; it holds {type(content).__name__}")
+    directory, name = str(file.resolve().parent), file.stem
+    if "defaults" in content:
+        return _compose(directory, name, verl, extra_search=[str(verl_config_dir())])
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=_LAYERED, node={"defaults": [VERL_CONFIG_NAME, name, "_self_"]})
+    return _compose(str(verl_config_dir()), _LAYERED, verl, extra_search=[directory])
+
+
+def _hydra_call(step: Any, what: str) -> Any:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return step()
+    except ConfigError:
+        raise
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"cannot compose {what}: {_hydra_message(e)}") from None
+    except Exception as e:  # noqa: BLE001 - YAML errors and others surface through Hydra as themselves
+        raise ConfigError(f"cannot read {what}: {type(e).__name__}: {_hydra_message(e)}") from None
+
+
+def _hydra_message(e: BaseException) -> str:
+    """Hydra's whole message (with its cause), plus a did-you-mean for a key verl's config does not have."""
+    text = str(e).strip()
+    cause = e.__cause__
+    if cause is not None and str(cause).strip() and str(cause).strip() not in text:
+        text += f"\n{str(cause).strip()}"
+    hint = _key_hint(text)
+    return text + (f"\n{hint}" if hint else "")
+
+
+def _key_hint(text: str) -> str | None:
+    import re
+
+    from ..._field_errors import suggest
+
+    found = re.search(r"Key '([^']+)' is not in struct\s+full_key: (\S+)", text)
+    if not found:
+        return None
+    key, full = found.group(1), found.group(2)
+    parent = full.rsplit(".", 1)[0] if "." in full else ""
+    known = _keys_at(parent)
+    close = suggest(key, known)
+    if close:
+        return f"did you mean '{(parent + '.') if parent else ''}{close}'?"
+    return f"to add a key verl's config does not have, prefix it with '+': +{full}=..."
+
+
+def _keys_at(dotted: str) -> list[str]:
+    from omegaconf import OmegaConf
+
+    try:
+        config = OmegaConf.load(verl_config_dir() / f"_generated_{VERL_CONFIG_NAME}.yaml")
+    except Exception:  # noqa: BLE001 - only for a hint
+        return []
+    node = OmegaConf.select(config, dotted) if dotted else config
+    return [str(k) for k in node] if hasattr(node, "keys") else []
+
+
+def _override_files(verl: VerlArgs) -> list[Path]:
+    """Config files the arguments name directly (their size and aliases are checked before Hydra reads them)."""
+    name = verl.config_name if verl.config_name.endswith((".yaml", ".yml")) else verl.config_name + ".yaml"
+    try:
+        directory = _search_dir(verl.config_path)
+    except ConfigError:
+        return []
+    path = Path(directory) / name
+    return [path] if not directory.startswith("pkg://") and path.is_file() else []
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a config file that is huge, or that uses YAML aliases enough to be a bomb, before parsing it."""
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path} is {size:,} bytes; verl-ctx reads configs up to {MAX_CONFIG_BYTES:,} bytes. Keep "
+            "large data out of the config (a path to a file your recipe reads)"
+        )
+    import yaml
+
+    aliases = 0
+    try:
+        for event in yaml.parse(path.read_text()):  # events only: aliases are counted, never expanded
+            if isinstance(event, yaml.AliasEvent):
+                aliases += 1
+                if aliases > _MAX_ALIASES:
+                    raise ConfigError(
+                        f"config file {path} uses more than {_MAX_ALIASES} YAML aliases: refused, as a YAML alias "
+                        "bomb would be. Write the values out"
+                    )
+    except yaml.YAMLError as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from None
+
+
+def import_modules(modules: Sequence[str], *, what: str = "schema module") -> None:
+    """Import each module (from the working directory too, as ``python -m`` would); failures are ``ConfigError``."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is not None and not _is_prefix(e.name, name):
+                raise ConfigError(
+                    f"{what} '{name}' was found, but importing it needs module '{e.name}', which is not installed "
+                    "here; install it (or import it lazily inside the code that needs it)"
+                ) from None
+            raise ConfigError(
+                f"cannot import {what} '{name}': no module named '{e.name}'. Pass a dotted module name importable "
+                "from the working directory or the installed packages (e.g. -s my_recipe.contexts)"
+            ) from None
+        except SystemExit as e:
+            raise ConfigError(f"{what} '{name}' called sys.exit({e.code!r}) while being imported") from None
+        except Exception as e:
+            raise ConfigError(f"{what} '{name}' failed while importing: {type(e).__name__}: {e}") from e
+
+
+def _is_prefix(missing: str, wanted: str) -> bool:
+    """Whether the module that is missing is ``wanted`` itself or one of its parent packages."""
+    return wanted == missing or wanted.startswith(missing + ".")

@@ -1,0 +1,131 @@
+"""Test helpers: hand worker code the objects verl would, carrying given contexts, without Ray or a GPU.
+
+Unit-test the code that reads a context the way it runs in the worker::
+
+    from verl_ctx.testing import hydra_config, worker_config
+
+    def test_critic_reads_its_clip():
+        config = worker_config(CriticContext(value_clip=0.3))        # verl's real TrainingWorkerConfig
+        assert MyCriticWorker.read_settings(config).value_clip == 0.3
+
+    def test_reward_reads_the_judge():
+        config = hydra_config(RewardContext(judge=Judge(url="http://j")))   # verl's composed DictConfig
+        assert my_reward_fn_context(config).judge.url == "http://j"
+
+``bound_worker`` gives an instance of a worker class bound as ``verl-ctx run`` binds it, built without running
+its constructor (which would start Ray, a process group or an engine). ``tiny_model`` and ``tiny_dataset``
+write a model config + tokenizer and a parquet file small enough for ``verl-ctx run --rehearse`` on a CPU.
+
+verl, Hydra and (for ``tiny_*``) transformers and pandas are imported when a helper is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _contextset, _envelope, _fingerprint, _schema
+
+__all__ = ["bound_worker", "contexts", "hydra_config", "tiny_dataset", "tiny_model", "worker_config"]
+
+
+def contexts(*items: _schema.RoleContext) -> _contextset.ContextSet:
+    """A ``ContextSet`` of the given contexts (one per role), as ``validate`` would return."""
+    by_role: dict[str, _schema.RoleContext] = {}
+    for ctx in items:
+        roles = _fingerprint.schema_info(type(ctx)).roles
+        if len(roles) != 1:
+            raise ValueError(f"{type(ctx).__qualname__} serves roles {', '.join(roles)}; build a ContextSet yourself")
+        by_role[roles[0]] = ctx
+    return _contextset.ContextSet(by_role)
+
+
+def worker_config(*items: _schema.RoleContext, model_type: str = "language_model", **fields: Any) -> Any:
+    """verl's ``TrainingWorkerConfig`` whose ``extra_context`` carries ``items``, as a bound worker receives it."""
+    from verl.workers.config import TrainingWorkerConfig
+
+    return TrainingWorkerConfig(model_type=model_type, extra_context=dict(_envelope.attach({}, *items)), **fields)
+
+
+def hydra_config(*items: _schema.RoleContext, overrides: Sequence[str] = ()) -> Any:
+    """verl's own ``ppo_trainer`` config (a ``DictConfig``), composed with ``overrides``, carrying ``items``.
+
+    Each config-channel context sits where ``verl-ctx run`` puts it: rollout in
+    ``actor_rollout_ref.rollout.custom``, reward and custom roles at the top-level ``verl_ctx`` slot (what a
+    reward manager or agent loop is handed). Actor, ref and critic contexts travel in worker classes instead:
+    use ``worker_config`` or ``bound_worker`` for those.
+    """
+    from .integrations.verl import bind_config, compose_config
+
+    config = compose_config(overrides=overrides)
+    bind_config(config, {role: _envelope.encode(ctx) for role, ctx in contexts(*items).items()})
+    return config
+
+
+def bound_worker(worker_cls: type, *items: _schema.RoleContext, config: Any = None) -> Any:
+    """An instance of ``worker_cls`` bound to ``items`` as ``verl-ctx run`` binds it; its ``__init__`` is not run.
+
+    ``decode(worker, Schema)`` then reads what the worker would read at run time; ``config`` becomes
+    ``worker.config`` (for a hybrid worker: the ``actor_rollout_ref`` part of a ``hydra_config``).
+    """
+    from .integrations.verl import bind_worker_cls
+
+    bound = bind_worker_cls(worker_cls, {role: _envelope.encode(ctx) for role, ctx in contexts(*items).items()})
+    worker: Any = object.__new__(bound)
+    if config is not None:
+        worker.config = config
+    return worker
+
+
+def tiny_model(directory: str | Path, *, vocab_size: int = 64) -> Path:
+    """A one-layer Llama config and a word-level tokenizer in ``directory``: enough for verl to read a model path.
+
+    No weights are written; nothing is downloaded.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, PreTrainedTokenizerFast
+
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    words = ["<pad>", "<s>", "</s>", "<unk>", *(f"w{i}" for i in range(vocab_size - 4))]
+    tokenizer: Any = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    fast.chat_template = (
+        "{% for m in messages %}{{ m['content'] }} {% endfor %}{% if add_generation_prompt %}</s>{% endif %}"
+    )
+    fast.save_pretrained(path)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        architectures=["LlamaForCausalLM"],
+    )
+    config.save_pretrained(path)
+    return path
+
+
+def tiny_dataset(directory: str | Path, *, rows: int = 8) -> Path:
+    """A parquet file of ``rows`` chat prompts in verl's RL data layout; returns its path."""
+    import pandas as pd
+
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    file = path / "train.parquet"
+    pd.DataFrame(
+        {
+            "data_source": ["tiny"] * rows,
+            "prompt": [[{"role": "user", "content": f"w{i} w{i + 1}"}] for i in range(rows)],
+            "ability": ["math"] * rows,
+            "reward_model": [{"style": "rule", "ground_truth": "w1"}] * rows,
+            "extra_info": [{"index": i} for i in range(rows)],
+        }
+    ).to_parquet(file)
+    return file
