@@ -13,8 +13,9 @@ Unit-test the code that reads a context the way it runs in the worker::
         assert my_reward_fn_context(config).judge.url == "http://j"
 
 ``bound_worker`` gives an instance of a worker class bound as ``verl-ctx run`` binds it, built without running
-its constructor (which would start Ray, a process group or an engine). ``tiny_model`` and ``tiny_dataset``
-write a model config + tokenizer and a parquet file small enough for ``verl-ctx run --rehearse`` on a CPU.
+its constructor (which would start Ray, a process group or an engine). ``tiny_model``, ``tiny_dataset`` and
+``tiny_run_args`` give a model config + tokenizer, a parquet file and the overrides that make
+``verl-ctx run --rehearse`` run verl's real launch path on a laptop's CPU.
 
 verl, Hydra and (for ``tiny_*``) transformers and pandas are imported when a helper is called.
 """
@@ -27,7 +28,15 @@ from typing import Any
 
 from . import _contextset, _envelope, _fingerprint, _schema
 
-__all__ = ["bound_worker", "contexts", "hydra_config", "tiny_dataset", "tiny_model", "worker_config"]
+__all__ = [
+    "bound_worker",
+    "contexts",
+    "hydra_config",
+    "tiny_dataset",
+    "tiny_model",
+    "tiny_run_args",
+    "worker_config",
+]
 
 
 def contexts(*items: _schema.RoleContext) -> _contextset.ContextSet:
@@ -129,3 +138,30 @@ def tiny_dataset(directory: str | Path, *, rows: int = 8) -> Path:
         }
     ).to_parquet(file)
     return file
+
+
+def tiny_run_args(model: str | Path, data: str | Path) -> list[str]:
+    """verl overrides for a one-GPU-sized run of ``model`` on ``data``: small batches, every size verl checks set.
+
+    With them ``verl-ctx run --rehearse`` passes verl's own pre-launch checks on a machine without GPUs; add your
+    recipe's own overrides (``algorithm.adv_estimator=gae`` for a critic, ``actor_rollout_ref.actor.use_kl_loss=true``
+    for a reference policy, ...).
+    """
+    return [
+        f"actor_rollout_ref.model.path={model}",
+        f"critic.model.path={model}",
+        f"data.train_files={data}",
+        f"data.val_files={data}",
+        "data.train_batch_size=2",
+        "data.max_prompt_length=16",
+        "data.max_response_length=16",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.name=vllm",
+        "critic.ppo_mini_batch_size=2",
+        "critic.ppo_micro_batch_size_per_gpu=1",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+    ]

@@ -11,7 +11,6 @@ from pydantic import Field, SecretStr
 from verl_ctx import ContextRegistry, RoleContext, attach, decode, encode, migration
 from verl_ctx.envelope import RESERVED_KEY, from_text, to_text
 from verl_ctx.errors import (
-    ContextValidationError,
     EnvelopeError,
     MissingContextError,
     SchemaMismatchError,

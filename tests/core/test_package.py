@@ -61,7 +61,15 @@ PUBLIC = {
         "to_text",
     ],
     "verl_ctx.schema": ["Change", "KNOWN_ROLES", "RULES", "Rule", "SchemaInfo", "diff_schemas", "schema_info"],
-    "verl_ctx.testing": ["bound_worker", "contexts", "hydra_config", "tiny_dataset", "tiny_model", "worker_config"],
+    "verl_ctx.testing": [
+        "bound_worker",
+        "contexts",
+        "hydra_config",
+        "tiny_dataset",
+        "tiny_model",
+        "tiny_run_args",
+        "worker_config",
+    ],
 }
 
 

@@ -63,13 +63,10 @@ def pools() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def verl_config() -> Any:
     """verl's own ppo_trainer config, composed as `verl-ctx run` composes it, with a critic and a ref."""
-    from verl_ctx.cli._load import compose_config
+    from verl_ctx.integrations.verl import compose_config
 
     return compose_config(
-        config_file=None,
-        config_path=None,
-        config_name=None,
-        overrides=[
+        [
             "algorithm.adv_estimator=gae",
             "actor_rollout_ref.actor.use_kl_loss=True",
             "actor_rollout_ref.rollout.name=vllm",  # the LLM client reads it; nothing starts vLLM

@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verl_ctx import ContextRegistry, RoleContext
-from verl_ctx.integrations.verl import worker_context
+from verl_ctx import ContextRegistry, RoleContext, decode
 
 REGISTRY = ContextRegistry("integration probes")
 
@@ -29,7 +28,7 @@ class PlainProbe:
     """A plain Ray actor carrying envelopes: decodes in its constructor, so a restart decodes again."""
 
     def __init__(self) -> None:
-        self.ctx = worker_context(self, TableContext)
+        self.ctx = decode(self, TableContext)
         self.pid = os.getpid()
 
     def report(self) -> dict[str, Any]:
@@ -47,15 +46,16 @@ class PlainProbe:
 def describe_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
     """What each bound worker class in a role_worker_mapping carries, decoded here with the demo schemas."""
     from verl_ctx import decode
-    from verl_ctx.demo.contexts import SCHEMAS
-    from verl_ctx.integrations.verl import bound_envelopes, resolve
+    from verl_ctx.integrations.verl._binding import bound_envelopes
+
+    from .contexts import SCHEMAS
 
     out: dict[str, Any] = {}
     for verl_role, remote_cls in mapping.items():
         cls = remote_cls.__ray_actor_class__
         entry: dict[str, Any] = {
             "class": cls.__name__,  # a bound class keeps the name of the class it extends
-            "decoded": {r: repr(decode(resolve(e), SCHEMAS[r])) for r, e in bound_envelopes(cls).items()},
+            "decoded": {r: repr(decode({"verl_ctx": {r: e}}, SCHEMAS[r])) for r, e in bound_envelopes(cls).items()},
         }
         for attr in ("actor_worker_cls", "ref_worker_cls"):
             inner = getattr(cls, attr, None)

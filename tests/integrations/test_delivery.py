@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 
 from verl_ctx import ContextSet, validate
-from verl_ctx.demo.contexts import SCHEMAS
-from verl_ctx.integrations.verl import bind_config, bind_role_worker_mapping, bound_envelopes
+from verl_ctx.integrations.verl import bind_config, bind_role_worker_mapping
+from verl_ctx.integrations.verl._binding import bound_envelopes
+
+from .contexts import REGISTRY, SCHEMAS
 
 pytestmark = pytest.mark.ray
 
@@ -23,7 +25,7 @@ SECTION = {
 
 @pytest.fixture(scope="module")
 def contexts() -> ContextSet:
-    return validate({"extra_context": SECTION})
+    return validate({"extra_context": SECTION}, registry=REGISTRY)
 
 
 def _expected(role: str) -> str:
@@ -34,7 +36,7 @@ def _mapping(envelopes: dict[str, Any]) -> dict[Any, Any]:
     import ray
     from verl.trainer.ppo.utils import Role
 
-    from verl_ctx.demo.workers import BoundaryActorRolloutRefWorker, BoundaryTrainingWorker
+    from .workers import BoundaryActorRolloutRefWorker, BoundaryTrainingWorker
 
     mapping = {
         Role.ActorRolloutRef: ray.remote(BoundaryActorRolloutRefWorker),
@@ -108,7 +110,7 @@ def test_reward_reads_its_context_from_the_hydra_config(
     from omegaconf import OmegaConf
     from verl.single_controller.ray import RayClassWithInitArgs
 
-    from verl_ctx.demo.workers import ConfigReaderWorker
+    from .workers import ConfigReaderWorker
 
     config = verl_config.copy()
     written = bind_config(config, contexts.envelopes())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from verl_ctx import encode
-from verl_ctx.integrations.verl import bind_worker_cls, offload_large
+from verl_ctx.integrations.verl import bind_worker_cls, offload
 
 from .probes import PlainProbe, Row, TableContext
 
@@ -20,7 +20,7 @@ def test_32_mib_context_reaches_four_workers_by_reference(ray_cluster: None) -> 
     import ray
 
     ctx = TableContext(rows=[Row(prompt_id=i, weight=i / 7) for i in range(1000)], blob=b"\x01" * (32 * MIB))
-    envelopes = offload_large({"critic": encode(ctx)})
+    envelopes = offload({"critic": encode(ctx)})
     assert "verl_ctx_remote" in envelopes["critic"]
     bound = bind_worker_cls(PlainProbe, envelopes)
     definition = len(cloudpickle.dumps(bound))
@@ -38,7 +38,7 @@ def test_32_mib_context_reaches_four_workers_by_reference(ray_cluster: None) -> 
 def test_small_context_stays_inline(ray_cluster: None) -> None:
     """Below the threshold nothing goes to the object store."""
     env = encode(TableContext(rows=[Row(prompt_id=1, weight=1.0)]))
-    assert offload_large({"critic": env}) == {"critic": env}
+    assert offload({"critic": env}) == {"critic": env}
 
 
 def test_restarted_worker_decodes_the_same_context(ray_cluster: None) -> None:
@@ -46,7 +46,7 @@ def test_restarted_worker_decodes_the_same_context(ray_cluster: None) -> None:
     import ray
 
     ctx = TableContext(rows=[Row(prompt_id=i, weight=0.5) for i in range(10)], blob=b"x" * (9 * MIB))
-    bound = bind_worker_cls(PlainProbe, offload_large({"critic": encode(ctx)}))
+    bound = bind_worker_cls(PlainProbe, offload({"critic": encode(ctx)}))
     actor = ray.remote(max_restarts=1, max_task_retries=0)(bound).remote()
     before = ray.get(actor.report.remote())
     with pytest.raises(ray.exceptions.RayActorError):

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from verl_ctx import validate
-from verl_ctx.demo.contexts import DemoCriticContext
 from verl_ctx.integrations.verl import bind_role_worker_mapping
 
 from .conftest import ray_runtime_env
+from .contexts import REGISTRY, DemoCriticContext
 
 pytestmark = pytest.mark.ray
 
@@ -40,9 +40,9 @@ def test_workers_on_both_nodes_decode_the_context(two_node_cluster: Any) -> None
     from verl.trainer.ppo.utils import Role
     from verl.workers.config import TrainingWorkerConfig
 
-    from verl_ctx.demo.workers import BoundaryTrainingWorker
+    from .workers import BoundaryTrainingWorker
 
-    contexts = validate({"extra_context": {"critic": {"value_clip": 0.9}}})
+    contexts = validate({"extra_context": {"critic": {"value_clip": 0.9}}}, registry=REGISTRY)
     mapping = bind_role_worker_mapping({Role.Critic: ray.remote(BoundaryTrainingWorker)}, contexts.envelopes())
     pool = RayResourcePool(process_on_nodes=[1, 1], use_gpu=False, max_colocate_count=1)
     ray_cls = RayClassWithInitArgs(cls=mapping[Role.Critic], config=TrainingWorkerConfig(model_type="value_model"))

@@ -18,7 +18,8 @@ MAIN_SCRIPT = textwrap.dedent(
     import ray
     from pydantic import BaseModel, Field
     from verl_ctx import ContextRegistry, RoleContext, encode
-    from verl_ctx.integrations.verl import bind_worker_cls, worker_context
+    from verl_ctx import decode
+    from verl_ctx.integrations.verl import bind_worker_cls
 
     class Mode(enum.Enum):
         GREEDY = "greedy"
@@ -34,7 +35,7 @@ MAIN_SCRIPT = textwrap.dedent(
 
     class Reader:
         def __init__(self):
-            self.ctx = worker_context(self, MainContext)
+            self.ctx = decode(self, MainContext)
 
         def get(self):
             return {"ctx": self.ctx.model_dump(mode="json"), "mode_is_enum": isinstance(self.ctx.inner.mode, Mode),
@@ -86,15 +87,16 @@ SCHEMA_V = {
     "class Ctx(RoleContext, role='critic'):\n    clip: float = 0.2\n    steps: str = 'none'\n    beta: float\n",
 }
 
-ENCODE = "import skewmod, verl_ctx; print(verl_ctx.to_text(verl_ctx.encode(skewmod.Ctx(steps=3))))"
+ENCODE = "import skewmod, verl_ctx, verl_ctx.envelope as e; print(e.to_text(verl_ctx.encode(skewmod.Ctx(steps=3))))"
 DECODE = textwrap.dedent(
     """
-    import json, sys, skewmod, verl_ctx
+    import json, sys, skewmod, verl_ctx, verl_ctx.errors, verl_ctx.schema
     try:
         verl_ctx.decode(sys.stdin.read().strip(), skewmod.Ctx)
-    except verl_ctx.SchemaMismatchError as e:
+    except verl_ctx.errors.SchemaMismatchError as e:
+        own = verl_ctx.schema.schema_info(skewmod.Ctx).fingerprint
         print(json.dumps({"message": str(e), "driver": e.driver_fingerprint, "worker": e.worker_fingerprint,
-                          "fields": list(e.differing_fields), "own": verl_ctx.schema_info(skewmod.Ctx).fingerprint}))
+                          "fields": list(e.differing_fields), "own": own}))
     """
 )
 

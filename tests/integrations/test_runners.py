@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from verl_ctx import ContextSet, decode, validate
-from verl_ctx.demo.contexts import SCHEMAS, DemoCriticContext
 from verl_ctx.integrations.verl import bound_trainer_cls, make_task_runner
 
+from .contexts import REGISTRY, SCHEMAS, DemoCriticContext
 from .probes import V1ProbeRunner, legacy_probe_base
 
 pytestmark = pytest.mark.ray
@@ -19,7 +19,7 @@ SECTION = {"actor": {"entropy_bonus": 0.5}, "ref": {"kl_temperature": 2.0}, "cri
 
 @pytest.fixture(scope="module")
 def contexts() -> ContextSet:
-    return validate({"extra_context": SECTION})
+    return validate({"extra_context": SECTION}, registry=REGISTRY)
 
 
 def _worker_envelopes(contexts: ContextSet) -> dict[str, Any]:
@@ -101,17 +101,20 @@ def test_prepare_binds_config_and_task_runner(ray_cluster: None, verl_config: An
     TaskRunner; with a zero threshold every envelope goes through the object store and still decodes."""
     import ray
 
-    from verl_ctx.demo.contexts import DemoRolloutContext
-    from verl_ctx.integrations.verl import config_context, prepare
+    from verl_ctx.integrations.verl import prepare
+
+    from .contexts import DemoRolloutContext
 
     config = verl_config.copy()
-    full = validate({"extra_context": {**SECTION, "rollout": {"max_tool_calls": 1}}})
-    runner_cls = prepare(config, full, offload_threshold=offload_bytes, task_runner_base=V1ProbeRunner)
+    full = validate({"extra_context": {**SECTION, "rollout": {"max_tool_calls": 1}}}, registry=REGISTRY)
+    prepared = prepare(config, full, offload_threshold=offload_bytes, task_runner_base=V1ProbeRunner)
     assert set(config.actor_rollout_ref.rollout.custom.verl_ctx) == {"rollout"}
     assert set(config.verl_ctx) == {"reward"}
-    runner = runner_cls.remote()
+    by_reference = {role for role, channel in prepared.channels.items() if "by reference" in channel}
+    assert by_reference == (set(full) if offload_bytes == 0 else set())
+    runner = prepared.task_runner.remote()
     result = ray.get(runner.run.remote(config))
     ray.kill(runner)
     assert result["mapping"]["critic"]["decoded"] == {"critic": _expect("critic")}
     assert result["mapping"]["actor_rollout_ref"]["decoded"] == {"actor": _expect("actor"), "ref": _expect("ref")}
-    assert config_context(config, DemoRolloutContext).max_tool_calls == 1
+    assert decode(config, DemoRolloutContext).max_tool_calls == 1

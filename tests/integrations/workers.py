@@ -1,4 +1,4 @@
-"""Real verl worker classes that stop at the GPU boundary, for the demo and the integration tests.
+"""Real verl worker classes that stop at the GPU boundary, for the integration tests.
 
 ``TrainingWorker.__init__`` starts a torch process group and a model engine, which cannot run on CPU.
 These subclasses do everything up to that point the way a user's worker would: they are built by verl's
@@ -17,9 +17,10 @@ from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.config import TrainingWorkerConfig
 from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
-from verl_ctx import RESERVED_KEY, decode
-from verl_ctx.demo.contexts import SCHEMAS
-from verl_ctx.integrations.verl import config_context, worker_context
+from verl_ctx import decode
+from verl_ctx.envelope import RESERVED_KEY
+
+from .contexts import SCHEMAS
 
 
 def _where() -> dict[str, Any]:
@@ -62,7 +63,7 @@ class BoundaryActorRolloutRefWorker(ActorRolloutRefWorker):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def build_inner_workers(self) -> dict[str, Any]:
-        # engine_workers.py:587 and :644: `self.ref_worker_cls(config=...)`, `self.actor_worker_cls(config=...)`
+        # as ActorRolloutRefWorker.init_model does: self.ref_worker_cls(config=...), self.actor_worker_cls(...)
         report: dict[str, Any] = {}
         if "ref" in self.role:
             self.ref = self.ref_worker_cls(config=TrainingWorkerConfig(model_type="language_model"))
@@ -71,12 +72,12 @@ class BoundaryActorRolloutRefWorker(ActorRolloutRefWorker):
             self.actor = self.actor_worker_cls(config=TrainingWorkerConfig(model_type="language_model"))
             report["actor"] = self.actor.decoded
         if "rollout" in self.role:
-            report["rollout"] = {"rollout": repr(config_context(self.config.rollout, SCHEMAS["rollout"]))}
+            report["rollout"] = {"rollout": repr(decode(self.config.rollout, SCHEMAS["rollout"]))}
         return {"decoded": report, **_where()}
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def outer_context(self, role: str) -> str:
-        return repr(worker_context(self, SCHEMAS[role]))
+        return repr(decode(self, SCHEMAS[role]))
 
 
 class ConfigReaderWorker(Worker):
@@ -88,4 +89,4 @@ class ConfigReaderWorker(Worker):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def report(self, role: str) -> dict[str, Any]:
-        return {"decoded": {role: repr(config_context(self.config, SCHEMAS[role]))}, **_where()}
+        return {"decoded": {role: repr(decode(self.config, SCHEMAS[role]))}, **_where()}

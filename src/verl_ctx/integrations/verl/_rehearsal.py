@@ -124,27 +124,11 @@ def _probe_hybrid(cls: Any, verl_role: str, directory: str, *, ends: bool) -> ty
 
     @functools.wraps(ActorRolloutRefWorker.init_model)  # keeps verl's @register dispatch information
     def init_model(self: Any) -> None:
+        # This function is pickled by value (its class is made at run time): it refers to no module global, only
+        # to the module-level helper below, which is pickled by reference.
         with contextlib.suppress(_InnerWorkerBuilt):
             super(probe, self).init_model()
-        decoded = _held_contexts(self)
-        rollout = default_registry.get("rollout")
-        if "rollout" in self.role and rollout is not None and "rollout" not in decoded:
-            from ..._decode import decode
-
-            decoded["read by verl-ctx from the rollout config"] = repr(decode(self.config, rollout))
-        _write(
-            directory,
-            {
-                "role": f"{verl_role} (outer worker)",
-                "worker": _recipe_class(type(self)),
-                "pid": os.getpid(),
-                "node": socket.gethostname(),
-                "config": type(self.config).__qualname__,
-                "decoded": decoded,
-            },
-        )
-        if ends:
-            raise RehearsalComplete(f"every worker was built; the last was {verl_role} in process {os.getpid()}")
+        _outer_built(self, verl_role, directory, ends=ends)
 
     attrs: dict[str, Any] = {"init_model": init_model, "__module__": cls.__module__}
     # The actor is built after the ref, so its boundary ends init_model; a ref-only worker ends at the ref.
@@ -153,6 +137,29 @@ def _probe_hybrid(cls: Any, verl_role: str, directory: str, *, ends: bool) -> ty
     probe: Any = type(cls.__name__, (cls,), attrs)
     probe.__qualname__ = f"rehearsal.<locals>.{cls.__qualname__}"
     return probe  # type: ignore[no-any-return]
+
+
+def _outer_built(worker: Any, verl_role: str, directory: str, *, ends: bool) -> None:
+    """Record the hybrid worker once its inner workers exist; end the rehearsal if it is the last group."""
+    decoded = _held_contexts(worker)
+    rollout = default_registry.get("rollout")
+    if "rollout" in worker.role and rollout is not None and not decoded:
+        from ..._decode import decode
+
+        decoded["read by verl-ctx from the rollout config"] = repr(decode(worker.config, rollout))
+    _write(
+        directory,
+        {
+            "role": f"{verl_role} (outer worker)",
+            "worker": _recipe_class(type(worker)),
+            "pid": os.getpid(),
+            "node": socket.gethostname(),
+            "config": type(worker.config).__qualname__,
+            "decoded": decoded,
+        },
+    )
+    if ends:
+        raise RehearsalComplete(f"every worker was built; the last was {verl_role} in process {os.getpid()}")
 
 
 def rehearse_mapping(role_worker_mapping: dict[Any, Any], directory: str) -> None:
