@@ -7,6 +7,7 @@ second, before a GPU job is queued. ``run`` validates first and launches nothing
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -307,6 +308,14 @@ def _workers(specs: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option("--rehearse", is_flag=True, help="Stop every worker at the engine boundary, on CPU, and report.")
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["human", "json"]),
+    default="human",
+    show_default=True,
+    help="With --rehearse: the report as one JSON line at the end of stdout.",
+)
+@click.option(
     "--offload-bytes",
     type=int,
     default=None,
@@ -322,6 +331,7 @@ def run(
     worker_specs: tuple[str, ...],
     imports: tuple[str, ...],
     rehearse: bool,
+    fmt: str,
     offload_bytes: int | None,
     show_traceback: bool,
 ) -> None:
@@ -351,6 +361,8 @@ def run(
             )
             click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
             click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
+            if fmt == "json":
+                click.echo(json.dumps({"records": records}, default=str))
             return
         click.echo("running verl's pre-launch checks, then handing over to verl's run_ppo")
         _launch.launch(

@@ -1,0 +1,139 @@
+"""The example recipe launched through `verl-ctx run`: verl's real TaskRunner, trainer and the recipe's workers.
+
+`verl-ctx run --rehearse` runs verl's own launch path on CPU (config composition, verl's pre-launch checks, Ray
+started as run_ppo starts it, TaskRunnerV1 or the legacy TaskRunner, the registered trainer, resource pools and
+worker groups) and stops each TrainingWorker where it would start a process group and load weights. What runs
+beyond that boundary (the engines, vLLM, training) needs GPUs and weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from verl_ctx.envelope import from_text
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.ray
+
+SECRET = "sk-test-judge-7f3a9c"
+RECIPE = REPO / "examples" / "custom_recipe"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    from verl_ctx.testing import tiny_dataset, tiny_model, tiny_run_args
+
+    scratch = tmp_path_factory.mktemp("tiny")
+    return tiny_run_args(tiny_model(scratch / "model"), tiny_dataset(scratch / "data"))
+
+
+def _rehearse(tiny: list[str], *extra: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    command = [
+        str(Path(sys.executable).with_name("verl-ctx")),
+        "run",
+        "--rehearse",
+        "--format",
+        "json",
+        "-s",
+        "examples.custom_recipe.contexts",
+        "--config",
+        str(RECIPE / "config.yaml"),
+        "--worker",
+        "critic=examples.custom_recipe.workers:CriticWorker",
+        "--worker",
+        "actor_rollout_ref=examples.custom_recipe.workers:HybridWorker",
+        *tiny,
+        "algorithm.adv_estimator=gae",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "extra_context.critic.value_clip=0.25",
+        f"+extra_context.reward.judge.api_key={SECRET}",
+        *extra,
+    ]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    out = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=420, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    return out, report["records"]
+
+
+@pytest.fixture(scope="module", params=["v1", "legacy"])
+def rehearsal(request: pytest.FixtureRequest, tiny: list[str]) -> tuple[str, subprocess.CompletedProcess[str], Any]:
+    out, records = _rehearse(tiny, f"trainer.use_v1={request.param == 'v1'}")
+    return request.param, out, {r["role"]: r for r in records}
+
+
+def test_each_recipe_worker_decodes_its_context_in_a_worker_process(rehearsal: Any) -> None:
+    """The recipe's own CriticWorker, ActorWorker, RefWorker and HybridWorker run and each holds its typed context."""
+    _path, _out, records = rehearsal
+    expected = {
+        "critic": ("CriticWorker", "CriticContext(value_clip=0.25, warmup_steps=0, shaping='length_penalty')"),
+        "actor": ("ActorWorker", "ActorContext(entropy_bonus=0.01, freeze_embeddings=False)"),
+        "ref": ("RefWorker", "RefContext(kl_temperature=1.0)"),
+        "actor_rollout_ref (outer worker)": (
+            "HybridWorker",
+            "RolloutContext(system_prompt='You are a careful assistant.', max_tool_calls=2)",
+        ),
+    }
+    for role, (worker, decoded) in expected.items():
+        record = records[role]
+        assert record["worker"] == f"examples.custom_recipe.workers.{worker}"
+        assert decoded in record["decoded"].values()
+        assert record["pid"] != os.getpid()
+    assert records["critic"]["contexts_delivered"] == ["critic"]
+    assert records["actor"]["config"] == "TrainingWorkerConfig"
+
+
+def test_reward_context_reaches_the_config_the_reward_manager_gets(rehearsal: Any) -> None:
+    """The reward context, which holds a secret, is read back from the Hydra config inside the run, masked in reprs."""
+    _path, _out, records = rehearsal
+    (decoded,) = records["reward"]["decoded"].values()
+    assert "url='http://judge.internal:8000'" in decoded
+    assert "api_key=SecretStr('**********')" in decoded
+
+
+def test_no_secret_in_anything_printed_nor_in_any_encoded_text(rehearsal: Any) -> None:
+    """The plaintext secret appears nowhere in the output (verl's config dump included), nor inside any verl-ctx text."""
+    _path, out, _records = rehearsal
+    printed = out.stdout + out.stderr
+    assert SECRET not in printed
+    assert "'extra_context'" in printed, "verl's TaskRunner printed its config"
+    texts = re.findall(r"verl-ctx:1:[A-Za-z0-9+/=]+", printed)
+    assert texts, "the config-channel entries verl printed"
+    for text in texts:
+        found = from_text(text)
+        assert SECRET.encode() not in msgspec.msgpack.encode(found)
+
+
+def test_a_missing_recipe_worker_class_stops_before_ray(tiny: list[str]) -> None:
+    """A --worker naming a class that does not exist is a usage error, before anything starts."""
+    command = [
+        str(Path(sys.executable).with_name("verl-ctx")),
+        "run",
+        "-s",
+        "examples.custom_recipe.contexts",
+        "--worker",
+        "critic=examples.custom_recipe.workers:NoSuchWorker",
+        *tiny,
+    ]
+    out = subprocess.run(
+        command,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode == 2
+    assert "examples.custom_recipe.workers has no NoSuchWorker" in out.stderr
+    assert "Started a local Ray instance" not in out.stdout + out.stderr
