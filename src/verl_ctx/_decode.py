@@ -12,18 +12,19 @@ The handshake, by what the envelope says against the worker's schema:
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ._codec import GC_PAUSE_BYTES, decode_payload, encode_payload, fail_fast_validator, paused_gc
 from ._envelope import DEFAULT_MAX_BYTES, check_fields
 from ._field_errors import field_errors
-from ._fingerprint import SchemaInfo, cached_info, schema_info
+from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, schema_info
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
 from .errors import EnvelopeError, FieldError, SchemaMismatchError, SchemaSkewWarning
@@ -194,13 +195,14 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
         except Exception:  # noqa: BLE001 - cannot re-encode: cannot prove anything
             changed.append("<the whole context: it cannot be encoded again>")
         else:
-            _compare(data, again, "", changed, added)
+            _compare(data, again, instance, "", changed, added)
         if changed:
+            more = f" and {len(changed) - 20} more" if len(changed) > 20 else ""
             raise _mismatch(
                 env,
                 info,
-                "and decoding with the worker's schema would change these values (coerced, dropped or "
-                f"collapsed): {', '.join(changed[:20])}",
+                "and decoding with the worker's schema would change these values (coerced, dropped, added or "
+                f"collapsed): {', '.join(changed[:20])}{more}",
             )
         filled = f"; filled from the worker's defaults: {', '.join(added[:20])}" if added else ""
         warnings.warn(
@@ -223,35 +225,91 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
         )
 
 
-def _compare(sent: Any, got: Any, path: str, changed: list[str], added: list[str]) -> None:
-    """Record where ``got`` (the worker's re-encoded values) differs from ``sent`` (the driver's)."""
-    if type(sent) is not type(got):
-        changed.append(path or "<root>")
+def _compare(sent: Any, got: Any, obj: Any, path: str, changed: list[str], added: list[str]) -> None:
+    """Record where ``got`` (the worker's instance ``obj``, encoded again) differs from ``sent`` (the driver's).
+
+    Type-exact: ``1`` is not ``True`` or ``1.0``, ``-0.0`` is not ``0.0``, a datetime keeps its UTC offset, a
+    map key ``1`` is not ``True``. A key the worker added is allowed only where ``obj`` is a model that filled
+    the field from its default (not from a validator); a set is compared as a set (its order is its process's
+    hash order), so duplicates the driver sent that collapsed are a change.
+    """
+    where = path or "<root>"
+    if isinstance(obj, (set, frozenset)) and type(sent) is list and type(got) is list:
+        if len(sent) != len(got):
+            changed.append(f"{where} ({len(sent)} items -> {len(got)} in a set)")
+        elif sorted(map(_exact, sent)) != sorted(map(_exact, got)):
+            changed.append(where)
+    elif type(sent) is not type(got):
+        changed.append(f"{where} ({type(sent).__name__} -> {type(got).__name__})")
     elif isinstance(sent, dict):
-        for key, value in sent.items():
-            sub = f"{path}.{key}" if path else str(key)
-            if key not in got:
-                changed.append(f"{sub} (dropped)")
-            else:
-                _compare(value, got[key], sub, changed, added)
-        added.extend(f"{path}.{k}" if path else str(k) for k in got if k not in sent)
+        _compare_maps(sent, got, obj, path, changed, added)
     elif isinstance(sent, list):
         if len(sent) != len(got):
-            changed.append(f"{path} ({len(sent)} items -> {len(got)})")
-        else:
-            for i, (a, b) in enumerate(zip(sent, got, strict=True)):
-                _compare(a, b, f"{path}[{i}]", changed, added)
+            changed.append(f"{where} ({len(sent)} items -> {len(got)})")
+            return
+        items = list(obj) if isinstance(obj, (list, tuple)) and len(obj) == len(got) else [None] * len(got)
+        for i, (a, b, o) in enumerate(zip(sent, got, items, strict=True)):
+            _compare(a, b, o, f"{path}[{i}]", changed, added)
     elif isinstance(sent, float):
-        if not (sent == got or (math.isnan(sent) and math.isnan(got))):
-            changed.append(path)
+        same = sent == got and math.copysign(1.0, sent) == math.copysign(1.0, got)
+        if not (same or (math.isnan(sent) and math.isnan(got))):
+            changed.append(where)
+    elif isinstance(sent, dt.datetime):
+        if sent != got or sent.utcoffset() != got.utcoffset():
+            changed.append(where)
     elif sent != got:
-        changed.append(path)
+        changed.append(where)
+
+
+def _compare_maps(
+    sent: dict[Any, Any], got: dict[Any, Any], obj: Any, path: str, changed: list[str], added: list[str]
+) -> None:
+    if isinstance(obj, BaseModel):
+        values = {**obj.__dict__, **(obj.__pydantic_extra__ or {})}
+        children = {k: values.get(k) for k in got}
+    elif isinstance(obj, dict) and len(obj) == len(got):
+        children = dict(zip(got, obj.values(), strict=True))  # the encoder walked obj in this order
+    else:
+        children = {}
+    by_key = {_exact(k): k for k in got}
+    matched = set()
+    for key, value in sent.items():
+        sub = f"{path}.{key}" if path else str(key)
+        theirs = by_key.get(_exact(key))
+        if theirs is None:
+            changed.append(f"{sub} (dropped)")
+            continue
+        matched.add(_exact(theirs))
+        _compare(value, got[theirs], children.get(theirs), sub, changed, added)
+    for key in got:
+        if _exact(key) in matched:
+            continue
+        sub = f"{path}.{key}" if path else str(key)
+        if isinstance(obj, BaseModel) and key in type(obj).model_fields and key not in obj.model_fields_set:
+            added.append(sub)
+        else:
+            changed.append(f"{sub} (added)")
+
+
+def _exact(value: Any) -> Any:
+    """A hashable key that tells ``1``, ``True`` and ``1.0`` apart, for map keys and set items."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_exact(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((_exact(k), _exact(v)) for k, v in value.items()))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if isinstance(value, dt.datetime):
+        return ("datetime", value.isoformat())
+    return (type(value).__name__, value)
 
 
 def _differing(env: Mapping[str, Any], info: SchemaInfo) -> list[str]:
+    """The top-level fields whose digests differ (validator and config entries are named in the message)."""
     theirs = check_fields(env)
     ours = info.field_digests
-    return sorted(name for name in set(theirs) | set(ours) if theirs.get(name) != ours.get(name))
+    names = set(theirs) | set(ours)
+    return sorted(n for n in names if not n.startswith("@") and theirs.get(n) != ours.get(n))
 
 
 def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
@@ -265,7 +323,23 @@ def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
             parts.append(f"{name} (only in the worker's schema)")
         else:
             parts.append(f"{name} (type, constraints or validators differ)")
-    return ", ".join(parts) or "none by field (the schema's own settings or validators differ)"
+    code = []
+    for key in sorted(k for k in set(theirs) | set(ours) if k.startswith("@") and theirs.get(k) != ours.get(k)):
+        if key.startswith(CONFIG_KEY):
+            model = key.removeprefix(CONFIG_KEY)
+            code.append(
+                f"model config of {model} (driver: {theirs.get(key, 'defaults')}; worker: {ours.get(key, 'defaults')})"
+            )
+        elif key not in ours:
+            code.append(f"{key[1:]} (only in the driver's schema)")
+        elif key not in theirs:
+            code.append(f"{key[1:]} (only in the worker's schema)")
+        else:
+            code.append(f"{key[1:]} (its code differs)")
+    text = ", ".join(parts) or "none by field"
+    if code:
+        text += "; differing validators, serializers and config: " + ", ".join(code)
+    return text
 
 
 def _mismatch(env: Mapping[str, Any], info: SchemaInfo, why: str) -> SchemaMismatchError:

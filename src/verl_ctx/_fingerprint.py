@@ -1,23 +1,46 @@
 """What verl-ctx derives from a schema, once per class: its fingerprint, per-field digests, secret fields.
 
-The fingerprint is a sha256 of the schema's canonical JSON Schema (documentation keys stripped, so a
-docstring edit is not a schema change). ``strip_docs`` and ``inline_refs`` are shared with ``schema check``.
+The fingerprint covers everything that decides what a payload decodes to:
+
+* the canonical JSON Schema (documentation keys stripped, so a docstring edit is not a schema change);
+* the canonical pydantic core schema, which the JSON Schema does not show: validators and serializers
+  (``field_validator``, ``model_validator``, ``Annotated`` Before/After/Plain/Wrap, default factories) by
+  qualified name and a digest of their code, model config that changes validation (``str_to_lower``,
+  ``strict``, ``extra``, ...), and types JSON Schema conflates (``list`` / ``tuple``, ``int`` / ``bool`` keys).
+
+Code is digested from its bytecode, constants, names, defaults, closure cells, and the plain constants and
+helper functions it reads from its module, recursively: never from ``id()``, addresses or ``hash()``, so two
+processes (or two runs) with the same code agree. The root class's own name is left out, so the same schema
+under another ``module:QualName`` keeps its fingerprint (``decode`` compares schema ids separately).
+
+``SchemaInfo.field_digests`` maps each field name to a digest, and each validator, serializer and model
+config to an ``@``-key (``@after-validator Ctx._scale on Ctx.x``, ``@config Inner``), so a worker names
+exactly which of them differ from the driver's. ``strip_docs`` and ``inline_refs`` are shared with
+``schema check``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
+import functools
 import hashlib
 import json
+import math
+import re
 import threading
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 from ._registry import qualified_name
 from ._schema import RoleContext
 from .errors import SchemaDefinitionError
 
-__all__ = ["SchemaInfo", "cached_info", "inline_refs", "schema_info", "strip_docs"]
+__all__ = ["CONFIG_KEY", "SchemaInfo", "cached_info", "inline_refs", "schema_info", "strip_docs"]
 
 
 @dataclass(frozen=True)
@@ -28,11 +51,16 @@ class SchemaInfo:
     roles: tuple[str, ...]
     version: int
     fingerprint: str
-    #: field name -> short digest of that field's schema (nested models inlined), to name what differs.
+    #: field name -> short digest of everything about that field (its JSON Schema and core schema, nested
+    #: models, validators and config included); ``@``-keys -> one validator, serializer or model config each
+    #: (a digest of its code; the config's settings as text), to name what differs.
     field_digests: dict[str, str]
     #: names of fields, at any depth, typed SecretStr / SecretBytes: redacted in errors and provenance.
     secret_fields: frozenset[str]
 
+
+#: Prefix of a model-config entry in ``SchemaInfo.field_digests``.
+CONFIG_KEY = "@config "
 
 # --- derived facts, computed once per class ----------------------------------------------------------
 
@@ -82,15 +110,26 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
     canon = strip_docs(raw)
     defs = canon.get("$defs", {})
     required = set(canon.get("required", ()))
-    digests = {
-        name: _digest({"required": name in required, "schema": inline_refs(prop, defs, ())})[:12]
-        for name, prop in canon.get("properties", {}).items()
-    }
+    props = canon.get("properties", {})
+    core = _CoreCanon(schema)
+    root = core.root()
+    digests: dict[str, str] = {}
+    for name, field in schema.model_fields.items():
+        prop_name = field.validation_alias if isinstance(field.validation_alias, str) else field.alias or name
+        prop = props.get(prop_name, props.get(name))
+        digests[name] = _digest(
+            {
+                "required": prop_name in required or name in required,
+                "schema": inline_refs(prop, defs, ()),
+                "core": core.fields.get(name),
+            }
+        )[:12]
+    digests.update(core.entries)
     return SchemaInfo(
         schema_id=qualified_name(schema),
         roles=schema.__verl_ctx_roles__,
         version=schema.__verl_ctx_version__,
-        fingerprint=_digest(canon),
+        fingerprint=_digest({"json": canon, "core": root}),
         field_digests=digests,
         secret_fields=frozenset(_secret_names(raw)),
     )
@@ -117,18 +156,377 @@ def strip_docs(node: Any, names: bool = False) -> Any:
 
 
 def inline_refs(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
-    """A JSON Schema with its ``$defs`` references inlined (a recursive model stands for itself)."""
+    """A JSON Schema with its ``$defs`` references inlined (a recursive model stands for itself).
+
+    Keys next to a ``$ref`` (a model-typed field's ``default``) are kept.
+    """
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             name = ref.removeprefix("#/$defs/")
+            siblings = {k: inline_refs(v, defs, seen) for k, v in node.items() if k != "$ref"}
             if name in seen:  # recursive model: the name stands for itself
-                return {"$recursive": name}
-            return inline_refs(defs.get(name, {}), defs, (*seen, name))
+                return {"$recursive": name, **siblings}
+            return {**inline_refs(defs.get(name, {}), defs, (*seen, name)), **siblings}
         return {k: inline_refs(v, defs, seen) for k, v in node.items()}
     if isinstance(node, list):
         return [inline_refs(v, defs, seen) for v in node]
     return node
+
+
+# --- the core schema, canonical: what validation runs, by name and code -------------------------------
+
+# Core-schema keys that only feed JSON Schema generation (docs, examples): not behaviour.
+_CORE_SKIPPED = frozenset({"metadata", "ref", "model_name"})
+_FUNCTION_KINDS = {
+    "function-before": "before-validator",
+    "function-after": "after-validator",
+    "function-wrap": "wrap-validator",
+    "function-plain": "plain-validator",
+}
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
+# Callables from these modules are covered by the digest but not named: the user did not write them.
+_LIBRARY_MODULES = frozenset({"pydantic", "pydantic_core", "builtins", "typing", "annotated_types"})
+_PRIMITIVES = (str, int, float, bool, bytes, type(None), enum.Enum)
+
+
+class _CoreCanon:
+    """One schema's core schema as JSON-native data, with each function as a digest of its code.
+
+    Definitions are canonicalised once each and then stand in by digest, so a model used in many places
+    costs one walk. Validators, serializers and config are also collected as named entries.
+    """
+
+    def __init__(self, schema: type[BaseModel]) -> None:
+        self.schema = schema
+        self.defs: dict[str, Any] = {}
+        self.def_digests: dict[str, str] = {}
+        self.in_progress: dict[str, str] = {}  # ref -> placeholder while a recursive definition is walked
+        self.entries: dict[str, str] = {}
+        self.fields: dict[str, Any] = {}
+        # The baseline config every RoleContext has (extra="forbid"): only a schema's own settings are named.
+        self.base_config = _plain_config(RoleContext.__pydantic_core_schema__.get("config") or {})
+        self._collect_defs(schema.__pydantic_core_schema__)
+
+    def root(self) -> Any:
+        return self.walk(self.schema.__pydantic_core_schema__, self.schema.__qualname__, root=True)
+
+    def _collect_defs(self, node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("ref"), str):
+                self.defs[node["ref"]] = node
+            for value in node.values():
+                self._collect_defs(value)
+        elif isinstance(node, list):
+            for value in node:
+                self._collect_defs(value)
+
+    def walk(self, node: Any, where: str, root: bool = False) -> Any:
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if kind == "definitions":
+                return self.walk(node["schema"], where, root)
+            if kind == "definition-ref":
+                return self.ref(node["schema_ref"], where)
+            if isinstance(node.get("ref"), str) and not root and node["ref"] in self.defs:
+                return self.ref(node["ref"], where)
+            return self.node(node, where, root)
+        if isinstance(node, list):
+            return [self.walk(v, where) for v in node]
+        return _plain(node)
+
+    def ref(self, ref: str, where: str) -> Any:
+        done = self.def_digests.get(ref)
+        if done is not None:
+            return {"def": done}
+        if ref in self.in_progress:
+            return {"recursive": self.in_progress[ref]}
+        target = self.defs[ref]
+        cls = target.get("cls")
+        self.in_progress[ref] = cls.__qualname__ if isinstance(cls, type) else f"#{len(self.in_progress)}"
+        try:
+            digest = _digest(self.node(target, where, root=False))
+        finally:
+            del self.in_progress[ref]
+        self.def_digests[ref] = digest
+        return {"def": digest}
+
+    def node(self, node: dict[str, Any], where: str, root: bool) -> Any:
+        kind = node.get("type")
+        cls = node.get("cls")
+        if kind in ("model", "dataclass") and isinstance(cls, type):
+            where = cls.__qualname__
+        elif kind in _FUNCTION_KINDS:
+            where = _wrapped_model(node) or where
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _CORE_SKIPPED:
+                continue
+            if key == "cls":
+                out[key] = "<root>" if root else _class_name(value)
+            elif key == "config":
+                out[key] = self.config(value, where, root)
+            elif key == "fields" and isinstance(value, dict):
+                out[key] = {name: self.walk(field, f"{where}.{name}") for name, field in value.items()}
+                if root and kind == "model-fields":
+                    self.fields = out[key]
+            elif key == "function" and isinstance(value, dict):
+                out[key] = self.function(value, _FUNCTION_KINDS.get(str(kind), str(kind)), where)
+            elif key == "serialization" and isinstance(value, dict):
+                out[key] = self.serialization(value, where)
+            elif key == "default_factory":
+                out[key] = self.code(value, "default-factory", where)
+            elif key == "post_init" and isinstance(value, str) and isinstance(cls, type):
+                out[key] = self.code(getattr(cls, value, None), "post-init", where)
+            elif key == "custom_init" and value and isinstance(cls, type):
+                out[key] = self.code(cls.__init__, "custom-init", where)
+            elif key == "computed_fields" and isinstance(value, list):
+                out[key] = [self.computed(field, node) for field in value]
+            elif key in ("choices", "items_schema") and isinstance(value, list):
+                out[key] = [self.walk(v, where) for v in value]
+            elif key == "choices" and isinstance(value, dict):  # tagged union: tag -> schema
+                out[key] = {str(tag): self.walk(v, f"{where}[{tag}]") for tag, v in value.items()}
+            elif key == "schema" and root and kind in ("definitions", "model", *_FUNCTION_KINDS):
+                out[key] = self.walk(value, where, root=True)  # down to the root model's own fields
+            else:
+                out[key] = self.walk(value, _step(where, key))
+        return out
+
+    def config(self, config: Mapping[str, Any], where: str, root: bool) -> Any:
+        plain = _plain_config(config)
+        own = {k: v for k, v in plain.items() if not (root and self.base_config.get(k) == v)}
+        if own:
+            self.entries[f"{CONFIG_KEY}{where}"] = ", ".join(f"{k}={v}" for k, v in sorted(own.items()))
+        return plain
+
+    def function(self, spec: Mapping[str, Any], kind: str, where: str) -> Any:
+        return {k: (self.code(v, kind, where) if k == "function" else _plain(v)) for k, v in spec.items()}
+
+    def serialization(self, spec: Mapping[str, Any], where: str) -> Any:
+        kind = "wrap-serializer" if spec.get("type") == "function-wrap" else "serializer"
+        out = {}
+        for key, value in spec.items():
+            if key == "function":
+                out[key] = self.code(value, kind, where)
+            else:
+                out[key] = self.walk(value, where)
+        return out
+
+    def computed(self, field: Mapping[str, Any], model: Mapping[str, Any]) -> Any:
+        owner = model.get("cls") or self.schema
+        name = field.get("property_name", "")
+        prop = getattr(owner, name, None) if isinstance(owner, type) else None
+        fget = getattr(prop, "fget", None) if prop is not None else None
+        out = {k: self.walk(v, name) for k, v in field.items() if k not in _CORE_SKIPPED}
+        out["function"] = self.code(fget, "computed-field", f"{getattr(owner, '__qualname__', '')}.{name}")
+        return out
+
+    def code(self, fn: Any, kind: str, where: str) -> str:
+        """The digest of ``fn``; recorded as an entry ``@<kind> <qualname> on <where>`` to name it."""
+        if fn is None:
+            return "none"
+        digest = code_digest(fn)
+        module = str(getattr(_unwrap(fn), "__module__", None) or "")
+        if module.split(".")[0] in _LIBRARY_MODULES:
+            return digest  # pydantic's own (SecretStr, Path, ...): in the digest, but not the user's code to name
+        key = f"@{kind} {_callable_name(fn)} on {where}"
+        n = 2
+        base = key
+        while key in self.entries and self.entries[key] != digest[:12]:
+            key, n = f"{base} #{n}", n + 1
+        self.entries[key] = digest[:12]
+        return digest
+
+
+def _step(where: str, key: str) -> str:
+    """The location a core-schema key leads to, in `schema check` path style."""
+    if key == "items_schema":
+        return f"{where}[]"
+    if key == "values_schema":
+        return f"{where}{{}}"
+    if key == "keys_schema":
+        return f"{where}{{key}}"
+    return where
+
+
+def _wrapped_model(node: Mapping[str, Any]) -> str | None:
+    """The model a chain of function validators wraps (a ``model_validator``), if any."""
+    inner: Any = node
+    while isinstance(inner, dict) and inner.get("type") in _FUNCTION_KINDS:
+        inner = inner.get("schema")
+    if isinstance(inner, dict) and inner.get("type") in ("model", "dataclass") and isinstance(inner.get("cls"), type):
+        return str(inner["cls"].__qualname__)
+    return None
+
+
+def _plain_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in config.items() if k != "title"}
+
+
+def _class_name(cls: Any) -> Any:
+    return {"class": cls.__qualname__} if isinstance(cls, type) else _plain(cls)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-native data that is the same in every process (no addresses, no hash order)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, enum.Enum):
+        return {"enum": f"{type(value).__qualname__}.{value.name}", "value": _plain(value.value)}
+    if isinstance(value, BaseModel):
+        return {"model": type(value).__qualname__, "values": _plain(dict(value.__dict__))}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: _plain(v) for k, v in value.items()}
+        return {"items": [[_plain(k), _plain(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted(json.dumps(_plain(v), sort_keys=True) for v in value)}
+    if isinstance(value, type):
+        return {"class": value.__qualname__}
+    if isinstance(value, bytes):
+        return {"bytes": value.hex()}
+    if isinstance(value, (dt.date, dt.time, dt.timedelta)):
+        return {type(value).__name__: str(value)}
+    if callable(value):
+        return {"code": code_digest(value)}
+    return {"repr": _ADDRESS.sub("", repr(value))}
+
+
+# --- code digests ----------------------------------------------------------------------------------------
+
+
+def code_digest(fn: Any) -> str:
+    """A digest of what ``fn`` does: the same in every process that runs the same code."""
+    return _digest(_code_of(fn, set()))
+
+
+def _callable_name(fn: Any) -> str:
+    target = _unwrap(fn)
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return str(name)
+
+
+def _unwrap(fn: Any) -> Any:
+    while True:
+        if isinstance(fn, (staticmethod, classmethod, types.MethodType)):
+            fn = fn.__func__
+        elif isinstance(fn, property) and fn.fget is not None:
+            fn = fn.fget
+        else:
+            return fn
+
+
+def _code_of(fn: Any, seen: set[int]) -> Any:
+    fn = _unwrap(fn)
+    if isinstance(fn, functools.partial):
+        return {
+            "partial": _code_of(fn.func, seen),
+            "args": [_const(a, fn, seen) for a in fn.args],
+            "keywords": {k: _const(v, fn, seen) for k, v in fn.keywords.items()},
+        }
+    if isinstance(fn, types.FunctionType):
+        key = id(fn)  # only a recursion guard within this walk; never part of the digest
+        if key in seen:
+            return {"recursive": fn.__qualname__}
+        seen.add(key)
+        try:
+            return {
+                "name": fn.__qualname__,
+                "code": _code_object(fn.__code__, fn.__doc__),
+                "defaults": [_const(v, fn, seen) for v in fn.__defaults__ or ()],
+                "kwdefaults": {k: _const(v, fn, seen) for k, v in (fn.__kwdefaults__ or {}).items()},
+                "closure": [_cell(c, fn, seen) for c in fn.__closure__ or ()],
+                "globals": _globals_read(fn, seen),
+            }
+        finally:
+            seen.discard(key)
+    if isinstance(fn, (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType)):
+        return {"builtin": f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', repr(fn))}"}
+    if isinstance(fn, type):
+        return {"class": f"{fn.__module__}.{fn.__qualname__}"}
+    # A callable object (pydantic's own validator classes, a user's class with __call__): its class and
+    # its state.
+    call = type(fn).__dict__.get("__call__")
+    state = getattr(fn, "__dict__", None)
+    return {
+        "object": type(fn).__qualname__,
+        "call": _code_of(call, seen) if isinstance(call, types.FunctionType) else None,
+        "state": {k: _const(v, None, seen) for k, v in sorted(state.items())} if isinstance(state, dict) else None,
+        "repr": None if state else _ADDRESS.sub("", repr(fn)),
+    }
+
+
+def _code_object(code: types.CodeType, doc: str | None) -> Any:
+    consts = list(code.co_consts)
+    if doc is not None and consts and consts[0] == doc:
+        consts = consts[1:]  # a docstring edit is not a behaviour change
+    return {
+        "bytecode": code.co_code.hex(),
+        "names": list(code.co_names),
+        "args": [code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount],
+        "consts": [_code_object(c, None) if isinstance(c, types.CodeType) else _plain_const(c) for c in consts],
+    }
+
+
+def _plain_const(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain_const(v) for v in value]
+    if isinstance(value, frozenset):
+        return {"set": sorted(json.dumps(_plain_const(v)) for v in value)}
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, bytes):
+        return {"bytes": value.hex()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {type(value).__name__: value} if isinstance(value, (bool, float)) else value
+    return {"repr": _ADDRESS.sub("", repr(value))}
+
+
+def _const(value: Any, fn: Any, seen: set[int]) -> Any:
+    if callable(value) and not isinstance(value, type):
+        return {"code": _code_of(value, seen)}
+    return _plain(value)
+
+
+def _cell(cell: types.CellType, fn: Any, seen: set[int]) -> Any:
+    try:
+        value = cell.cell_contents
+    except ValueError:
+        return "<empty>"
+    return _const(value, fn, seen)
+
+
+def _globals_read(fn: types.FunctionType, seen: set[int]) -> dict[str, Any]:
+    """The module-level constants and helper functions ``fn`` (and the functions it defines) reads.
+
+    A validator ``v * SCALE`` changes behaviour when ``SCALE`` does, and ``_helper(v)`` when ``_helper`` does.
+    """
+    names: set[str] = set()
+    stack = [fn.__code__]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    out: dict[str, Any] = {}
+    module_globals = fn.__globals__
+    for name in sorted(names):
+        if name not in module_globals:
+            continue
+        value = module_globals[name]
+        if isinstance(value, _PRIMITIVES) or (
+            isinstance(value, (tuple, frozenset)) and all(isinstance(v, _PRIMITIVES) for v in value)
+        ):
+            out[name] = _plain(value)
+        elif isinstance(value, (types.FunctionType, functools.partial)):
+            out[name] = _code_of(value, seen)
+    return out
+
+
+# --- secrets ------------------------------------------------------------------------------------------
 
 
 def _secret_names(node: Any) -> set[str]:

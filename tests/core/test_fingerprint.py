@@ -1,0 +1,197 @@
+"""The fingerprint sees everything that changes a decoded value, names it, and is the same in every process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from verl_ctx.schema import SchemaInfo, schema_info
+
+HEADER = """
+from typing import Annotated, Any
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
+    PlainValidator, WrapValidator, field_serializer, field_validator, model_serializer, model_validator)
+from verl_ctx import ContextRegistry, RoleContext
+"""
+
+BASE = """
+SCALE = 100
+
+class Row(BaseModel):
+    a: int = 1
+
+class Ctx(RoleContext, role="critic", registry=ContextRegistry()):
+    '''The critic's context.'''
+    x: int = 5
+    name: str = "n"
+    rows: list[Row] = []
+"""
+
+
+def _info(source: str, module: str = "schemamod") -> SchemaInfo:
+    """The SchemaInfo of `Ctx` as defined by ``source`` (a module of its own)."""
+    namespace: dict[str, object] = {"__name__": module}
+    exec(
+        compile(textwrap.dedent(HEADER) + textwrap.dedent(source), f"<{module}>", "exec", dont_inherit=True), namespace
+    )
+    return schema_info(namespace["Ctx"])  # type: ignore[arg-type]
+
+
+def _body(*lines: str) -> str:
+    """BASE with ``lines`` appended to the class body of `Ctx`."""
+    return BASE + "".join(f"    {line}\n" for line in "\n".join(lines).splitlines())
+
+
+def _swap(old: str, new: str) -> str:
+    assert old in BASE
+    return BASE.replace(old, new)
+
+
+# Each one changes what some payload decodes to (or how it serialises), with the same JSON Schema.
+CHANGES = {
+    "field_validator": _body("@field_validator('x')", "@classmethod", "def _v(cls, v): return v * 100"),
+    "model_validator (before)": _body(
+        "@model_validator(mode='before')", "@classmethod", "def _m(cls, data): return data"
+    ),
+    "model_validator (after)": _body("@model_validator(mode='after')", "def _m(self): return self"),
+    "AfterValidator": _swap("x: int = 5", "x: Annotated[int, AfterValidator(lambda v: -v)] = 5"),
+    "BeforeValidator": _swap("x: int = 5", "x: Annotated[int, BeforeValidator(lambda v: v)] = 5"),
+    "PlainValidator": _swap("x: int = 5", "x: Annotated[int, PlainValidator(int)] = 5"),
+    "WrapValidator": _swap("x: int = 5", "x: Annotated[int, WrapValidator(lambda v, h: h(v))] = 5"),
+    "field_serializer": _body("@field_serializer('x')", "def _s(self, v): return v"),
+    "model_serializer": _body("@model_serializer", "def _s(self): return {}"),
+    "PlainSerializer": _swap("x: int = 5", "x: Annotated[int, PlainSerializer(str)] = 5"),
+    "validator on a list item's model": _swap("a: int = 1", "a: Annotated[int, AfterValidator(lambda v: v)] = 1"),
+    "str_to_lower": _body("model_config = ConfigDict(str_to_lower=True)"),
+    "strict": _body("model_config = ConfigDict(strict=True)"),
+    "a nested model's extra": _swap("    a: int = 1", "    model_config = ConfigDict(extra='forbid')\n    a: int = 1"),
+    "Field(strict=True)": _swap("x: int = 5", "x: int = Field(5, strict=True)"),
+    "tuple instead of list": _swap("rows: list[Row] = []", "rows: tuple[Row, ...] = ()"),
+    "int keys instead of str keys": _swap("rows: list[Row] = []", "rows: dict[int, Row] = {}"),
+}
+
+
+@pytest.mark.parametrize("variant", list(CHANGES))
+def test_fingerprint_sees_what_json_schema_does_not(variant: str) -> None:
+    """Validators, serializers, config and Python-only type distinctions change the fingerprint."""
+    base = BASE if variant != "int keys instead of str keys" else _swap("list[Row] = []", "dict[str, Row] = {}")
+    assert _info(CHANGES[variant]).fingerprint != _info(base).fingerprint
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("def _v(cls, v): return v * 100", "def _v(cls, v): return v * 10"),
+        ("def _v(cls, v): return v * SCALE", "def _v(cls, v): return v * SCALE2"),
+        ("def _v(cls, v): return v.lower()", "def _v(cls, v): return v.upper()"),
+        ("def _v(cls, v): return _helper(v)", "def _v(cls, v): return _helper2(v)"),
+    ],
+)
+def test_editing_a_validators_code_changes_the_fingerprint(old: str, new: str) -> None:
+    """Bytecode, constants, attribute names and the helpers a validator calls are all part of its digest."""
+    helpers = "\nSCALE2 = 10\ndef _helper(v): return v + 1\ndef _helper2(v): return v - 1\n"
+    lines = ("@field_validator('x', 'name')", "@classmethod")
+    a = _info(helpers + _body(*lines, old))
+    b = _info(helpers + _body(*lines, new))
+    assert a.fingerprint != b.fingerprint
+
+
+def test_a_module_constant_a_validator_reads_is_part_of_it() -> None:
+    """`v * SCALE` behaves differently when SCALE does, so its value is digested with the code."""
+    body = _body("@field_validator('x')", "@classmethod", "def _v(cls, v): return v * SCALE")
+    assert _info(body).fingerprint != _info(body.replace("SCALE = 100", "SCALE = 10")).fingerprint
+
+
+def test_a_closure_value_is_part_of_the_validator() -> None:
+    """Two validators built by one factory with different captured values differ."""
+    factory = "def _times(k):\n    return lambda v: v * k\n"
+    a = _info(factory + _swap("x: int = 5", "x: Annotated[int, AfterValidator(_times(2))] = 5"))
+    b = _info(factory + _swap("x: int = 5", "x: Annotated[int, AfterValidator(_times(3))] = 5"))
+    assert a.fingerprint != b.fingerprint
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _swap("'''The critic's context.'''", "'''Another docstring.'''"),
+        _swap('name: str = "n"', 'name: str = Field("n", description="documented")'),
+        _body("@field_validator('x')", "@classmethod", "def _v(cls, v):", "    '''Edited doc.'''", "    return v"),
+    ],
+    ids=["class docstring", "field description", "validator docstring"],
+)
+def test_documentation_is_not_behaviour(edit: str) -> None:
+    """Docstrings and descriptions do not change the fingerprint (the validator's own docstring neither)."""
+    if "_v(cls, v)" in edit:
+        plain = _body("@field_validator('x')", "@classmethod", "def _v(cls, v):", "    '''Doc.'''", "    return v")
+        assert _info(edit).fingerprint == _info(plain).fingerprint
+    else:
+        assert _info(edit).fingerprint == _info(BASE).fingerprint
+
+
+def test_the_schemas_own_name_is_not_part_of_it() -> None:
+    """The same schema in another module (a script's `__main__` vs its package) keeps its fingerprint."""
+    assert _info(BASE, module="__main__").fingerprint == _info(BASE, module="pkg.contexts").fingerprint
+
+
+def test_validators_and_config_are_named_by_where_they_apply() -> None:
+    """Each user validator, serializer and non-default config has an entry that says what and where."""
+    info = _info(
+        _swap("a: int = 1", "a: Annotated[int, AfterValidator(lambda v: v)] = 1")
+        + "    model_config = ConfigDict(str_to_lower=True)\n"
+        + "    @field_validator('x')\n    @classmethod\n    def _v(cls, v): return v\n"
+        + "    @field_serializer('name')\n    def _s(self, v): return v\n"
+    )
+    named = {k: v for k, v in info.field_digests.items() if k.startswith("@")}
+    assert set(named) == {
+        "@after-validator Row.<lambda> on Row.a",
+        "@after-validator Ctx._v on Ctx.x",
+        "@serializer Ctx._s on Ctx.name",
+        "@config Ctx",
+    }
+    assert named["@config Ctx"] == "str_to_lower=True"
+    assert set(info.field_digests) - set(named) == {"x", "name", "rows"}
+
+
+def test_field_digests_change_only_for_the_field_that_changed() -> None:
+    """A validator on `x` changes x's digest, not name's; one in the list item's model changes rows'."""
+    base = _info(BASE).field_digests
+    on_x = _info(CHANGES["field_validator"]).field_digests
+    on_row = _info(CHANGES["validator on a list item's model"]).field_digests
+    assert (on_x["x"] != base["x"], on_x["name"] == base["name"], on_x["rows"] == base["rows"]) == (True, True, True)
+    assert (on_row["rows"] != base["rows"], on_row["x"] == base["x"]) == (True, True)
+
+
+PROBE = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from core.test_fingerprint import CHANGES, _info
+source = CHANGES["WrapValidator"] + (
+    "    tags: set[str] = {{'a', 'b', 'c', 'd'}}\\n"
+    "    @field_validator('name')\\n"
+    "    @classmethod\\n"
+    "    def _v(cls, v): return v if v in {{'x', 'y', 'z'}} else v.strip()\\n"
+)
+info = _info(source)
+print(json.dumps([info.fingerprint, info.field_digests]))
+"""
+
+
+def test_fingerprint_is_the_same_in_every_process() -> None:
+    """Two interpreters with different hash seeds agree (no id(), address or set order in the digest)."""
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    outputs = set()
+    for seed in ("1", "2", "31337"):
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE.format(tests=tests)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        outputs.add(proc.stdout)
+    assert len(outputs) == 1
