@@ -102,7 +102,7 @@ def test_reward_context_reaches_the_config_the_reward_manager_gets(rehearsal: An
 
 
 def test_no_secret_in_anything_printed_nor_in_any_encoded_text(rehearsal: Any) -> None:
-    """The plaintext secret appears nowhere in the output (verl's config dump included), nor inside any verl-ctx text."""
+    """The plaintext secret is nowhere in the output (verl's config dump included), nor inside any verl-ctx text."""
     _path, out, _records = rehearsal
     printed = out.stdout + out.stderr
     assert SECRET not in printed
