@@ -135,7 +135,10 @@ class _Checked:
 
 
 def _composed(inputs: ConfigInputs) -> Any:
-    from ..integrations.verl._compose import compose_config, import_modules
+    try:
+        from ..integrations.verl._compose import compose_config, import_modules
+    except ImportError as e:  # verl is missing: its config cannot be composed
+        raise ConfigError(str(e)) from None
 
     if not inputs.modules:
         raise ConfigError("name at least one schema module with -s MODULE (the module that defines your contexts)")
@@ -379,3 +382,6 @@ def run(
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="verl-ctx")
+
+
+from . import _diff  # noqa: E402,F401  (registers `verl-ctx diff` on cli)

@@ -36,9 +36,10 @@ __all__ = ["VerlArgs", "compose_config", "import_modules", "parse_verl_args", "v
 VERL_CONFIG_PATH = "config"  # hydra.main(config_path=...) in verl/trainer/main_ppo.py
 VERL_CONFIG_NAME = "ppo_trainer"  # hydra.main(config_name=...)
 VERL_TASK_NAME = "main_ppo"  # what Hydra names the job of verl/trainer/main_ppo.py
-#: Configs larger than this are refused before Hydra reads them (a YAML alias bomb is tiny; see _check_file).
+#: Config files larger than this are refused before Hydra reads them...
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-_MAX_ALIASES = 100
+#: ...and files whose YAML aliases would expand to more values than this (a "billion laughs" file is tiny).
+MAX_CONFIG_NODES = 200_000
 
 _LAYERED = "verl_ctx_layered"
 
@@ -267,18 +268,31 @@ def _check_file(path: Path) -> None:
         )
     import yaml
 
-    aliases = 0
     try:
-        for event in yaml.parse(path.read_text()):  # events only: aliases are counted, never expanded
-            if isinstance(event, yaml.AliasEvent):
-                aliases += 1
-                if aliases > _MAX_ALIASES:
-                    raise ConfigError(
-                        f"config file {path} uses more than {_MAX_ALIASES} YAML aliases: refused, as a YAML alias "
-                        "bomb would be. Write the values out"
-                    )
+        root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)  # aliases stay shared nodes: nothing expands
     except yaml.YAMLError as e:
         raise ConfigError(f"cannot read config file {path}: {e}") from None
+    if root is not None and _expanded_size(root, {}) > MAX_CONFIG_NODES:
+        raise ConfigError(
+            f"config file {path} would expand to more than {MAX_CONFIG_NODES:,} values through its YAML aliases: "
+            "refused, as a YAML alias bomb would be. Write the values out"
+        )
+
+
+def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
+    """How many values ``node`` stands for once every alias is expanded (shared nodes counted once each use)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    size = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            for part in item if isinstance(item, tuple) else (item,):
+                size += _expanded_size(part, sizes)
+                if size > MAX_CONFIG_NODES:
+                    break
+    sizes[id(node)] = size
+    return size
 
 
 def import_modules(modules: Sequence[str], *, what: str = "schema module") -> None:

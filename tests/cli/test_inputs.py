@@ -1,0 +1,195 @@
+"""What users type that goes wrong, through the real console script: clear messages and the documented exit codes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import CONTEXTS, Run
+
+pytest.importorskip("hydra")
+
+Write = Callable[[str, str], Path]
+
+
+@pytest.fixture
+def ctx_module(write: Write) -> str:
+    write("my_ctx.py", CONTEXTS)
+    return "my_ctx"
+
+
+def test_typo_in_a_nested_section_is_an_error_with_did_you_mean(run_cli: Run, ctx_module: str) -> None:
+    """A misspelt key inside a nested model (judge.urll) is refused, although the nested model ignores extras."""
+    res = run_cli("validate", "-s", ctx_module, "+extra_context.reward.judge.urll=http://x")
+    assert res.code == 1
+    assert "extra_context.reward.judge.urll: unknown field" in res.err
+    assert "did you mean 'url'?" in res.err
+    assert "http://x" not in res.err  # an unknown key could be a mistyped secret: never echoed
+
+
+def test_mistyped_secret_field_is_never_echoed(run_cli: Run, ctx_module: str) -> None:
+    """A typo of a secret field's name reports type and length, in human and JSON output alike."""
+    for fmt in ("human", "json"):
+        res = run_cli("validate", "-s", ctx_module, "--format", fmt, "+extra_context.reward.tokn=sk-live-123")
+        assert res.code == 1
+        assert "sk-live-123" not in res.out + res.err
+        assert "did you mean 'token'?" in res.out + res.err
+
+
+def test_inactive_role_never_blocks_even_when_incomplete(run_cli: Run, write: Write) -> None:
+    """Under GRPO no critic runs: a CriticContext with a required field and no section is not an error."""
+    write("strict_ctx.py", "from verl_ctx import RoleContext\nclass C(RoleContext, role='critic'):\n    beta: float\n")
+    assert run_cli("validate", "-s", "strict_ctx", "algorithm.adv_estimator=grpo").code == 0
+    res = run_cli("validate", "-s", "strict_ctx", "algorithm.adv_estimator=grpo", "+extra_context.critic.beta=x")
+    assert res.code == 0, res.err
+    assert "InactiveRoleWarning" in res.err
+    assert run_cli("validate", "-s", "strict_ctx", "algorithm.adv_estimator=gae").code == 1
+
+
+def test_ref_is_inactive_in_a_lora_run(run_cli: Run, write: Write) -> None:
+    """With a LoRA actor verl computes reference log-probs in the actor and builds no ref worker: we say so."""
+    write("ref_ctx.py", "from verl_ctx import RoleContext\nclass R(RoleContext, role='ref'):\n    t: float = 1.0\n")
+    args = ("validate", "-s", "ref_ctx", "actor_rollout_ref.actor.use_kl_loss=true", "+extra_context.ref.t=2")
+    assert "InactiveRoleWarning" not in run_cli(*args).err
+    res = run_cli(*args, "actor_rollout_ref.model.lora.rank=8")
+    assert res.code == 0
+    assert "LoRA run" in res.err
+    assert "no ref worker is built" in res.err
+
+
+def test_describe_shows_json_values_one_row_per_leaf(run_cli: Run, write: Write) -> None:
+    """Times in ISO form, enums by value, nested models one leaf per row with that leaf's own source."""
+    write(
+        "rich_ctx.py",
+        """
+        import datetime as dt, enum
+        from pydantic import BaseModel
+        from verl_ctx import RoleContext
+
+        class Mode(enum.Enum):
+            ADDITIVE = "additive"
+
+        class Inner(BaseModel):
+            a: int = 1
+            b: int = 2
+
+        class C(RoleContext, role="critic"):
+            when: dt.datetime = dt.datetime(2026, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
+            mode: Mode = Mode.ADDITIVE
+            inner: Inner = Inner()
+        """,
+    )
+    res = run_cli("describe", "-s", "rich_ctx", "--format", "json", "+extra_context.critic.inner.a=5")
+    assert res.code == 0, res.err
+    rows = {r["path"]: (r["value"], r["source"]) for r in res.json()}
+    assert rows["extra_context.critic.when"] == ("2026-01-02T03:04:00+00:00", "schema default")
+    assert rows["extra_context.critic.mode"] == ("additive", "schema default")
+    assert rows["extra_context.critic.inner.a"] == (5, "command-line override")
+    assert rows["extra_context.critic.inner.b"] == (2, "schema default")
+    human = run_cli("describe", "-s", "rich_ctx")
+    assert "TzInfo" not in human.out
+    assert "<Mode." not in human.out
+
+
+def test_config_command_prints_what_verl_gets_with_secrets_redacted(run_cli: Run, ctx_module: str) -> None:
+    """`verl-ctx config` shows the composed config with the validated contexts, secrets as stars."""
+    res = run_cli("config", "-s", ctx_module, "+extra_context.reward.judge.api_key=hunter2", "trainer.total_epochs=3")
+    assert res.code == 0, res.err
+    assert "hunter2" not in res.out
+    assert "api_key: '**********'" in res.out
+    assert "total_epochs: 3" in res.out
+
+
+def test_messages_read_well(run_cli: Run, write: Write) -> None:
+    """Acronyms keep their capitals, union tags stay out of paths, type errors carry a hint."""
+    write(
+        "msg_ctx.py",
+        """
+        from typing import Annotated, Literal, Union
+        from pydantic import AnyUrl, BaseModel, Field
+        from verl_ctx import RoleContext
+
+        class Search(BaseModel):
+            kind: Literal["search"] = "search"
+            index: int = 0
+
+        class Calc(BaseModel):
+            kind: Literal["calc"] = "calc"
+
+        class C(RoleContext, role="critic"):
+            endpoint: AnyUrl = AnyUrl("http://x")
+            tools: list[Annotated[Union[Search, Calc], Field(discriminator="kind")]] = []
+            steps: int = 0
+        """,
+    )
+    res = run_cli(
+        "validate",
+        "-s",
+        "msg_ctx",
+        "+extra_context.critic.endpoint=ftp//x",
+        "+extra_context.critic.tools=[{kind: calc}, {kind: search, index: x}]",
+        "+extra_context.critic.steps=many",
+    )
+    assert res.code == 1
+    assert "URL" in res.err or "url" in res.err
+    assert "uRL" not in res.err
+    assert "extra_context.critic.tools[1].index: input should be a valid integer" in res.err
+    assert "tools.1.search" not in res.err
+    assert "expected a whole number" in res.err
+
+
+def test_missing_dependency_inside_the_schema_module_is_named(run_cli: Run, write: Write) -> None:
+    """A schema module that imports a package which is not installed: that package is named, not the module."""
+    write("needs_dep.py", "import definitely_not_installed_pkg\n")
+    res = run_cli("validate", "-s", "needs_dep")
+    assert res.code == 2
+    assert "needs module 'definitely_not_installed_pkg', which is not installed" in res.err
+
+
+def test_schema_module_that_exits_is_a_usage_error(run_cli: Run, write: Write) -> None:
+    """sys.exit(0) while importing a schema module must not look like a pass in CI."""
+    write("exits.py", "import sys\nsys.exit(0)\n")
+    res = run_cli("validate", "-s", "exits")
+    assert res.code == 2
+    assert "called sys.exit(0)" in res.err
+
+
+def test_interrupt_exits_130(run_cli: Run, write: Write) -> None:
+    """Ctrl-C (KeyboardInterrupt) ends with exit code 130, as shells expect, not 1."""
+    write("interrupts.py", "raise KeyboardInterrupt\n")
+    res = run_cli("validate", "-s", "interrupts")
+    assert res.code == 130
+    assert "interrupted" in res.err
+
+
+def test_yaml_alias_bomb_is_refused_quickly(run_cli: Run, ctx_module: str, write: Write) -> None:
+    """A 400-byte 'billion laughs' config is refused before Hydra expands it."""
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for i, name in enumerate("bcdefghi"):
+        prev = "abcdefghi"[i]
+        lines.append(f"{name}: &{name} [{','.join(['*' + prev] * 9)}]")
+    write("bomb.yaml", "\n".join(lines) + "\n")
+    started = time.perf_counter()
+    res = run_cli("validate", "-s", ctx_module, "--config", "bomb.yaml")
+    assert res.code == 2
+    assert "through its YAML aliases" in res.err
+    assert time.perf_counter() - started < 30
+
+
+def test_huge_config_is_refused_before_composing(run_cli: Run, ctx_module: str, tmp_path: Path) -> None:
+    """A config file over the size limit is refused with its size, without being parsed."""
+    (tmp_path / "huge.yaml").write_text("x: " + "y" * (5 * 1024 * 1024) + "\n")
+    res = run_cli("validate", "-s", ctx_module, "--config", "huge.yaml")
+    assert res.code == 2
+    assert "bytes; verl-ctx reads configs up to" in res.err
+
+
+def test_help_lists_the_exit_codes(run_cli: Run) -> None:
+    """`verl-ctx validate --help` says what each exit code means."""
+    res = run_cli("validate", "--help")
+    assert res.code == 0
+    assert "Exit codes:" in res.out
+    assert "130" in res.out

@@ -1,0 +1,171 @@
+"""Every code block in README.md, docs/*.md and examples/*/README.md runs as written.
+
+Python blocks run in a fresh interpreter each (so a block is self-contained, as a reader copies it); shell blocks
+run command by command with the installed `verl-ctx`; YAML and JSON blocks must parse. Each document gets its own
+scratch directory (with `examples/` linked in). An HTML comment right before a block changes how it runs:
+
+* ``<!-- doc-test: file PATH -->``: the block is that file; it is written (packages get an ``__init__.py``) and,
+  for Python, also imported;
+* ``<!-- doc-test: validate-only (why) -->``: a `verl-ctx run` that needs GPUs runs as `verl-ctx validate` with the
+  same schemas, config and overrides (its run-only options dropped);
+* ``<!-- doc-test: expect-exit N -->``: each command exits with N;
+* ``<!-- doc-test: run-by WHAT (why) -->`` / ``<!-- not-run: why -->``: executed elsewhere (CI's .ci/run, another
+  test) or beyond this machine (a GPU); the reason is required.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import REPO
+
+DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "examples").glob("*/README.md")])
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+_MARK = re.compile(r"<!--\s*(doc-test:|not-run:)\s*(.*?)\s*-->\s*$", re.S)
+_RUN_ONLY_FLAGS = {"--worker", "--import", "--offload-bytes"}
+_RUN_ONLY_SWITCHES = {"--rehearse", "--traceback"}
+
+
+@dataclass(frozen=True)
+class Block:
+    doc: Path
+    line: int
+    lang: str
+    code: str
+    mark: str  # "" or the marker's text, e.g. "file my_recipe/contexts.py"
+
+    @property
+    def name(self) -> str:
+        return f"{self.doc.relative_to(REPO)}:{self.line}"
+
+
+def blocks(doc: Path) -> list[Block]:
+    text = doc.read_text()
+    found = []
+    for match in _FENCE.finditer(text):
+        before = text[: match.start()].rstrip()
+        last = before.rsplit("\n", 1)[-1]
+        mark = _MARK.search(last)
+        label = "" if mark is None else ("not-run " if mark.group(1) == "not-run:" else "") + mark.group(2)
+        found.append(Block(doc, text[: match.start()].count("\n") + 1, match.group(1), match.group(2), label))
+    return found
+
+
+ALL = [b for doc in DOCS for b in blocks(doc)]
+
+
+def test_every_document_has_its_blocks_found() -> None:
+    """The extractor sees the blocks of every document (a broken fence would hide them from this test)."""
+    assert {b.doc.name for b in ALL} >= {"README.md"}
+    assert all(text.count("```") % 2 == 0 for text in (d.read_text() for d in DOCS))
+    print(f"{len(ALL)} blocks in {len(DOCS)} documents")
+
+
+def _env(scratch: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": f"{scratch}{os.pathsep}{REPO}",
+        "RAY_AUTH_MODE": "disabled",
+        "HF_HUB_OFFLINE": "1",
+        "NO_COLOR": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def scratches(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
+    """One scratch directory per document, with examples/ linked in and every `file` block written."""
+    out = {}
+    for doc in DOCS:
+        scratch = tmp_path_factory.mktemp(doc.stem)
+        (scratch / "examples").symlink_to(REPO / "examples")
+        for block in blocks(doc):
+            if block.mark.startswith("file "):
+                path = scratch / block.mark.split()[1]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                for parent in path.relative_to(scratch).parents:
+                    if str(parent) != "." and block.lang == "python":
+                        (scratch / parent / "__init__.py").touch()
+                path.write_text(block.code)
+        out[doc] = scratch
+    return out
+
+
+def _commands(code: str) -> list[str]:
+    """Shell commands of a block: continuation lines joined, comments and blank lines dropped."""
+    joined = re.sub(r"\\\n\s*", " ", code)
+    lines = [line.split(" #", 1)[0].strip() for line in joined.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _validate_only(command: str) -> str:
+    words = shlex.split(command)
+    assert words[:2] == ["verl-ctx", "run"], f"validate-only marks a `verl-ctx run`, not: {command}"
+    kept, skip = ["verl-ctx", "validate"], False
+    for word in words[2:]:
+        if skip:
+            skip = False
+        elif word in _RUN_ONLY_FLAGS:
+            skip = True
+        elif word not in _RUN_ONLY_SWITCHES and not any(word.startswith(f + "=") for f in _RUN_ONLY_FLAGS):
+            kept.append(word)
+    return shlex.join(kept)
+
+
+@pytest.mark.parametrize("block", ALL, ids=[b.name for b in ALL])
+def test_block_runs(block: Block, scratches: dict[Path, Path]) -> None:
+    """The block runs (or parses) as a reader would run it, in its document's scratch directory."""
+    scratch = scratches[block.doc]
+    if block.mark.startswith(("run-by", "not-run")):
+        assert len(block.mark.split(maxsplit=2)) >= 2, f"{block.name}: say why it is not run here"
+        pytest.skip(block.mark)
+    if block.lang in ("yaml", "yml"):
+        yaml.safe_load(block.code)
+        return
+    if block.lang == "json":
+        json.loads(block.code)
+        return
+    if block.lang == "python":
+        code = block.code
+        if block.mark.startswith("file "):
+            module = block.mark.split()[1].removesuffix(".py").replace("/", ".")
+            code = f"import {module}"
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=scratch, env=_env(scratch), capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, f"{block.name}:\n{out.stderr[-3000:]}"
+        return
+    if block.lang in ("bash", "sh", "shell", "console"):
+        expected = int(block.mark.split()[1]) if block.mark.startswith("expect-exit") else 0
+        for command in _commands(block.code):
+            if block.mark.startswith("validate-only"):
+                command = _validate_only(command)
+            out = subprocess.run(
+                ["bash", "-c", command], cwd=scratch, env=_env(scratch), capture_output=True, text=True, timeout=600
+            )
+            assert out.returncode == expected, (
+                f"{block.name}: `{command}` exited {out.returncode}\n{out.stderr[-3000:]}"
+            )
+        return
+    assert block.lang in ("", "text"), f"{block.name}: a ```{block.lang} block this test cannot run"
+
+
+@pytest.mark.ray
+def test_quick_start_demo_runs() -> None:
+    """README's first quick-start command, `make demo`, runs the example recipe and exits 0."""
+    out = subprocess.run(
+        ["make", "demo"], cwd=REPO, env=_env(REPO), capture_output=True, text=True, timeout=900, check=False
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "rehearsal complete: 5 worker record(s)" in out.stdout
+    assert "exit code: 1 (nothing was launched)" in out.stdout
