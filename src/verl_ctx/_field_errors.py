@@ -72,7 +72,7 @@ def field_errors(
 
 
 def _one(err: Any, *, role: str, schema: type[BaseModel], prefix: str) -> FieldError:
-    parts, tp, known = _walk(schema, tuple(err["loc"]))
+    parts, tp, known, in_secret_union = _walk(schema, tuple(err["loc"]))
     kind = err["type"]
     path = join_path(prefix, parts)
     hint = None
@@ -84,7 +84,7 @@ def _one(err: Any, *, role: str, schema: type[BaseModel], prefix: str) -> FieldE
         shown = withheld(err.get("input"))  # an unknown field may be a mistyped secret one
         close = suggest(str(err["loc"][-1]), known)
         hint = f"did you mean '{close}'?" if close else (f"known fields: {', '.join(sorted(known))}" if known else None)
-    elif may_hold_secret(tp):
+    elif in_secret_union or may_hold_secret(tp):
         shown = withheld(err.get("input"))
     else:
         shown = render_value(err.get("input"))
@@ -113,11 +113,13 @@ def _message(err: Any, kind: str) -> str:
 # --- walking a type along pydantic's error location -------------------------------------------------------
 
 
-def _walk(schema: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any, list[str]]:
-    """The rendered path parts, the type at the end (``None`` if unknown), and the field names around it."""
+def _walk(schema: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any, list[str], bool]:
+    """The rendered path parts, the type at the end (``None`` if unknown), the field names around it, and whether
+    the path went through a union that may hold a secret (an error about one member says nothing about the input)."""
     parts: list[str] = []
     tp: Any = schema
     known: list[str] = list(schema.model_fields)
+    in_secret_union = False
     for item in loc:
         tp = unwrap(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
@@ -127,6 +129,7 @@ def _walk(schema: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any
             tp = field.annotation if field is not None else None
             continue
         if is_union(tp) and isinstance(item, str):
+            in_secret_union = in_secret_union or may_hold_secret(tp)
             tp = _union_member(tp, item)  # a union tag: not part of the path
             continue
         origin = typing.get_origin(tp)
@@ -144,7 +147,7 @@ def _walk(schema: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any
         else:
             parts.append(f"[{item}]" if isinstance(item, int) else str(item))
             tp = None
-    return parts, tp, known
+    return parts, tp, known, in_secret_union
 
 
 def _field(model: type[BaseModel], name: Any) -> Any:

@@ -45,6 +45,7 @@ PUBLIC = {
         "SchemaMismatchError",
         "SchemaSkewWarning",
         "ServerUnavailableError",
+        "StaleOutputError",
     ],
     "verl_ctx.envelope": [
         "DEFAULT_MAX_BYTES",

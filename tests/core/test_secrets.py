@@ -1,0 +1,168 @@
+"""Secrets never appear in an error, a warning, provenance, or anything kept on an exception, in any decodable form."""
+
+from __future__ import annotations
+
+import base64
+import pickle
+import traceback
+from typing import Any
+
+import msgspec
+import pytest
+from pydantic import BaseModel, Field, SecretBytes, SecretStr, create_model
+
+from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
+from verl_ctx.errors import ContextError, ContextValidationError, SchemaMismatchError
+
+SECRET = "sk-live-4f8a1c"
+
+
+def _everything_about(exc: BaseException) -> str:
+    """All text an exception carries: its message, attributes, traceback, chained and suppressed exceptions."""
+    parts = ["".join(traceback.format_exception(exc)), repr(vars(exc)), repr(pickle.loads(pickle.dumps(exc)).args)]
+    seen: BaseException | None = exc
+    while seen is not None:
+        parts.append(repr(seen))
+        seen = seen.__context__ or seen.__cause__
+    return "\n".join(parts)
+
+
+def _assert_clean(text: str) -> None:
+    assert SECRET not in text
+    assert base64.b64encode(SECRET.encode()).decode()[:12] not in text
+
+
+@pytest.fixture
+def reg() -> ContextRegistry:
+    return ContextRegistry("secrets")
+
+
+def _validate_error(reg: ContextRegistry, section: dict[str, Any]) -> ContextValidationError:
+    with pytest.raises(ContextValidationError) as info:
+        validate({"extra_context": section}, registry=reg)
+    return info.value
+
+
+def test_mistyped_secret_field_is_not_echoed(reg: ContextRegistry) -> None:
+    """`judge_tokn=sk-...` (the field is judge_token): an unknown field is said by type and length only."""
+
+    class C(RoleContext, role="critic", registry=reg):
+        judge_token: SecretStr | None = None
+
+    err = _validate_error(reg, {"critic": {"judge_tokn": SECRET}})
+    _assert_clean(_everything_about(err))
+    (field,) = err.errors
+    assert field.input == f"<str, length {len(SECRET)}, not shown>"
+    assert field.hint == "did you mean 'judge_token'?"
+
+
+@pytest.mark.parametrize(
+    ("annotation", "constraints", "value"),
+    [
+        (list[SecretStr], {"max_length": 2}, [SECRET, SECRET, SECRET]),
+        (dict[str, SecretStr], {"max_length": 2}, {"a": SECRET, "b": SECRET, "c": SECRET}),
+        (int | SecretStr, {}, [SECRET]),  # a union that may hold one; neither member accepts a list
+    ],
+    ids=["list over max_length", "dict over max_length", "union"],
+)
+def test_containers_and_unions_that_may_hold_a_secret_are_not_echoed(
+    reg: ContextRegistry, annotation: Any, constraints: dict[str, Any], value: Any
+) -> None:
+    """A value whose type can hold a secret is withheld whatever the error (length, type, union member)."""
+    create_model(
+        "C",
+        __base__=RoleContext,
+        __cls_kwargs__={"role": "critic", "registry": reg},
+        x=(annotation | None, Field(None, **constraints)),
+    )
+    err = _validate_error(reg, {"critic": {"x": value}})
+    _assert_clean(_everything_about(err))
+
+
+def test_nested_secret_in_a_wrong_shape_is_not_echoed(reg: ContextRegistry) -> None:
+    """A section given a non-mapping where a model holding a secret is expected is withheld too."""
+
+    class Judge(BaseModel):
+        key: SecretBytes
+
+    class C(RoleContext, role="critic", registry=reg):
+        judge: Judge
+
+    err = _validate_error(reg, {"critic": {"judge": SECRET}})
+    _assert_clean(_everything_about(err))
+
+
+def test_no_pydantic_error_is_kept_on_the_exception(reg: ContextRegistry) -> None:
+    """pydantic's ValidationError holds the inputs: it is neither the cause nor the suppressed context."""
+
+    class C(RoleContext, role="critic", registry=reg):
+        token: SecretStr
+        n: int = Field(0, ge=0)
+
+    err = _validate_error(reg, {"critic": {"token": SECRET, "n": -1}})
+    assert err.__context__ is None
+    assert err.__cause__ is None
+    _assert_clean(_everything_about(err))
+
+
+def test_skew_that_drops_a_secret_field_names_it_without_its_value() -> None:
+    """The worker's schema renamed the secret field: the mismatch names the field, never the driver's value."""
+
+    class Driver(RoleContext, role="critic", registry=ContextRegistry()):
+        judge_token: SecretStr
+
+    class Worker(RoleContext, role="critic", registry=ContextRegistry()):
+        api_token: SecretStr | None = None
+
+    env = encode(Driver(judge_token=SECRET))
+    with pytest.raises(SchemaMismatchError) as info:
+        decode(env, Worker)
+    assert "judge_token" in str(info.value)
+    _assert_clean(_everything_about(info.value))
+
+
+def test_a_failing_migration_is_named_without_its_message() -> None:
+    """An exception raised by a user's migration may quote the payload: its type and place are said, not its text."""
+
+    class V1(RoleContext, role="critic", registry=ContextRegistry()):
+        token: SecretStr
+
+    class V2(RoleContext, role="critic", version=2, registry=ContextRegistry()):
+        token: SecretStr
+
+        @staticmethod
+        def _boom(data: dict[str, Any]) -> dict[str, Any]:
+            raise ValueError(f"cannot migrate {data['token']}")
+
+    V2.__verl_ctx_migrations__ = {1: V2._boom}
+    with pytest.raises(SchemaMismatchError, match="ValueError") as info:
+        decode(encode(V1(token=SECRET)), V2)
+    _assert_clean(_everything_about(info.value))
+
+
+def test_describe_and_redacted_values_mask_secrets(reg: ContextRegistry) -> None:
+    """Provenance and the redacted values verl prints and tracks hold stars where a secret was."""
+
+    class Judge(BaseModel):
+        keys: list[SecretStr] = []
+
+    class C(RoleContext, role="critic", registry=reg):
+        judge: Judge = Judge()
+        token: SecretStr | None = None
+
+    contexts = validate({"extra_context": {"critic": {"token": SECRET, "judge": {"keys": [SECRET]}}}}, registry=reg)
+    _assert_clean(repr(contexts.describe()) + repr(contexts.redacted()) + repr(contexts))
+    assert contexts.secret_roles() == {"critic"}
+
+
+def test_edited_payload_error_withholds_secret_inputs() -> None:
+    """A payload whose secret field was edited to another type is refused without showing what came."""
+
+    class C(RoleContext, role="critic", registry=ContextRegistry()):
+        token: SecretStr
+
+    env = encode(C(token="x"))
+    env["payload"] = msgspec.msgpack.encode({"token": [SECRET]})
+    with pytest.raises(ContextError) as info:
+        decode(env, C)
+    _assert_clean(_everything_about(info.value))
