@@ -1,0 +1,144 @@
+"""Hostile input: deep nesting, error amplification, oversize text, bad references and texts: only ContextErrors."""
+
+from __future__ import annotations
+
+import base64
+import random
+import time
+import tracemalloc
+from typing import Any
+
+import msgspec
+import pytest
+from pydantic import Field
+
+from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
+from verl_ctx.envelope import from_text, to_text
+from verl_ctx.errors import ContextError, ContextValidationError, EnvelopeError
+
+from .models import Small
+
+REG = ContextRegistry("hostile")
+
+
+class Rows(RoleContext, role="critic", registry=REG):
+    rows: list[int] = Field(default_factory=list)
+    free: Any = None
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [500, 700, 900])
+def test_deep_payload_is_an_envelope_error_not_a_recursion_error(depth: int) -> None:
+    """A few hundred bytes nested 500-900 deep: refused as a ContextError where typed, decoded where `Any`."""
+    env = encode(Rows())
+    env["payload"] = msgspec.msgpack.encode({"rows": _nested(depth)})
+    assert len(env["payload"]) < 1024
+    with pytest.raises(ContextError):
+        decode(env, Rows)
+    env["payload"] = msgspec.msgpack.encode({"free": _nested(depth)})
+    assert decode(env, Rows).free == _nested(depth)
+
+
+@pytest.mark.parametrize("depth", [500, 900, 5000])
+def test_deep_config_section_is_a_validation_error_not_a_recursion_error(depth: int) -> None:
+    """validate() from Python with a section nested thousands deep reports, never raises RecursionError."""
+    with pytest.raises(ContextValidationError):
+        validate({"extra_context": {"critic": {"rows": _nested(depth)}}}, registry=REG)
+
+
+def test_millions_of_bad_items_are_refused_with_a_bounded_report() -> None:
+    """A 2 MB payload of bad items is refused in bounded time with a short message, not millions of errors."""
+    env = encode(Rows())
+    env["payload"] = msgspec.msgpack.encode({"rows": ["x" * 8] * 200_000})
+    assert len(env["payload"]) > 1_000_000
+    started = time.perf_counter()
+    with pytest.raises(EnvelopeError) as info:
+        decode(env, Rows)
+    assert time.perf_counter() - started < 10
+    assert len(str(info.value)) < 20_000
+    assert len(info.value.errors) <= 50
+
+
+def test_many_bad_config_values_are_capped() -> None:
+    """validate() keeps the first errors and counts the rest, so a huge bad section cannot flood a terminal."""
+    with pytest.raises(ContextValidationError) as info:
+        validate({"extra_context": {"critic": {"rows": ["x"] * 10_000}}}, registry=REG)
+    assert len(info.value.errors) <= 51
+    assert "and 9950 more errors" in str(info.value)
+
+
+def test_oversize_text_is_refused_before_it_is_copied() -> None:
+    """from_text measures the text first: refusing 50 MB of text allocates almost nothing."""
+    text = to_text(encode(Small()))[:11] + "A" * (50 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(EnvelopeError, match="over the 1024-byte limit"):
+            from_text(text, max_bytes=1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        {"verl_ctx_remote": 1, "role": "critic", "namespace": "ns", "bytes": 1},  # no store
+        {"verl_ctx_remote": 1, "role": "critic", "store": "verl_ctx_store_0123456789ab", "namespace": 5, "bytes": 1},
+        {"verl_ctx_remote": 1, "role": "critic", "store": "my_actor", "namespace": "ns", "bytes": 1},  # not ours
+        {"verl_ctx_remote": 2, "role": "critic", "store": "verl_ctx_store_0123456789ab", "namespace": "n", "bytes": 1},
+        {
+            "verl_ctx_remote": 1,
+            "role": "critic",
+            "store": "verl_ctx_store_0123456789ab",
+            "namespace": "n",
+            "bytes": 1,
+            "extra": "x",
+        },
+    ],
+    ids=["store missing", "namespace=5", "foreign actor", "unknown format", "extra key"],
+)
+def test_malformed_references_are_envelope_errors_and_contact_nothing(ref: dict[str, Any]) -> None:
+    """A reference that is not exactly a verl-ctx store's is refused before Ray is even imported."""
+    import sys
+
+    ray_loaded = "ray" in sys.modules
+    for source in (ref, {"verl_ctx": {"critic": ref}}, {"verl_ctx": {"critic": _ref_text(ref)}}):
+        with pytest.raises(EnvelopeError):
+            decode(source, Rows)
+    assert ("ray" in sys.modules) == ray_loaded
+
+
+def _ref_text(ref: dict[str, Any]) -> str:
+    return "verl-ctx:1:" + base64.b64encode(msgspec.msgpack.encode(ref)).decode()
+
+
+@pytest.mark.filterwarnings("ignore::verl_ctx.errors.SchemaSkewWarning")  # an edited fingerprint that still decodes
+def test_fuzzed_texts_and_references_raise_only_context_errors() -> None:
+    """5,000 mutated envelope texts, reference texts and slots: each decodes or raises a ContextError."""
+    rng = random.Random(20261130)
+    good_env = to_text(encode(Rows(rows=[1, 2, 3])))
+    good_ref = _ref_text(
+        {"verl_ctx_remote": 1, "role": "critic", "store": "verl_ctx_store_0123456789ab", "namespace": "n", "bytes": 3}
+    )
+    junk: list[Any] = [None, 0, -1, "", b"", [], {}, 2**70, "x" * 10, True, 1.5, {"verl_ctx": 1}]
+    for i in range(5_000):
+        text = good_env if i % 2 else good_ref
+        cut = rng.randrange(len(text))
+        case: Any = text[:cut] + rng.choice(["", "=", "!", "A", "\x00", "verl-ctx:1:"]) + text[cut + 1 :]
+        if i % 7 == 0:
+            case = {"verl_ctx": {"critic": rng.choice(junk)}}
+        elif i % 11 == 0:
+            case = {"verl_ctx": rng.choice(junk)}
+        try:
+            decode(case, Rows)
+        except ContextError:
+            pass
+        except Exception as e:  # noqa: BLE001 - the failure we look for
+            pytest.fail(f"case {i} raised {type(e).__name__}: {e!r}")
