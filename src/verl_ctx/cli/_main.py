@@ -373,10 +373,38 @@ def run(
         )
     except LaunchError as e:
         if show_traceback and e.__cause__ is not None:
-            import traceback
-
-            traceback.print_exception(type(e.__cause__), e.__cause__, e.__cause__.__traceback__)
+            _print_traceback(e.__cause__)
         raise
+    except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
+        raise _stopped(e, show_traceback) from None
+
+
+def _print_traceback(exc: BaseException) -> None:
+    import traceback
+
+    traceback.print_exception(type(exc), exc, exc.__traceback__)
+
+
+def _stopped(exc: BaseException, show_traceback: bool) -> ContextError:
+    """What verl raised through Ray, as one line: verl's cause and config key, the full traceback kept in a file."""
+    import tempfile
+    import traceback
+
+    from ..integrations.verl._launch import innermost, verl_cause
+
+    inner = innermost(exc)
+    if isinstance(inner, ContextError):
+        return inner  # raised by verl-ctx in a worker (a schema mismatch, a missing context): its own message
+    with tempfile.NamedTemporaryFile("w", prefix="verl-ctx-run-", suffix=".log", delete=False) as log:
+        log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    if show_traceback:
+        _print_traceback(exc)
+    cause, key = verl_cause(inner)
+    return LaunchError(
+        f"verl stopped the run: {cause}" + (f" (config key: {key})" if key else "") + f". Full traceback: {log.name}",
+        cause=cause,
+        key=key,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -26,7 +26,17 @@ from ._config_channel import bind_config
 from ._runners import make_task_runner
 from ._store import DEFAULT_OFFLOAD_BYTES, offload
 
-__all__ = ["Prepared", "check_launch", "init_ray", "launch", "prepare", "ray_init_kwargs", "rehearse", "verl_cause"]
+__all__ = [
+    "Prepared",
+    "check_launch",
+    "init_ray",
+    "innermost",
+    "launch",
+    "prepare",
+    "ray_init_kwargs",
+    "rehearse",
+    "verl_cause",
+]
 
 
 @dataclass(frozen=True)
@@ -210,6 +220,7 @@ def rehearse(
         config.trainer.logger = ["console"]
         config.data.dataloader_num_workers = 0
     check_launch(config)
+    _check_cpus(config)
     started = init_ray(config)
     try:
         with tempfile.TemporaryDirectory(prefix="verl-ctx-rehearsal-") as directory:
@@ -225,7 +236,7 @@ def rehearse(
                 run_ppo(config, task_runner_class=prepared.task_runner)
             except Exception as e:
                 if not _completed(e):
-                    cause, key = verl_cause(_innermost(e))
+                    cause, key = verl_cause(innermost(e))
                     raise LaunchError(
                         f"the rehearsal stopped before every worker was built: {cause}"
                         + (f" (config key: {key})" if key else ""),
@@ -242,7 +253,27 @@ def rehearse(
             ray.shutdown()
 
 
-def _innermost(exc: BaseException) -> BaseException:
+def _check_cpus(config: Any) -> None:
+    """Refuse a rehearsal Ray could not schedule: it would wait for CPUs forever, silently."""
+    # The TaskRunner and the one colocated worker process (every role shares verl's global pool); the v1 trainer
+    # adds TransferQueue's controller and its storage unit. One logical CPU each.
+    needed = 2 + (2 if config.trainer.use_v1 else 0)
+    given = config.ray_kwargs.ray_init.get("num_cpus")
+    import ray
+
+    if ray.is_initialized():
+        given = int(ray.cluster_resources().get("CPU", 0))
+    if given is not None and given < needed:
+        raise LaunchError(
+            f"a rehearsal needs {needed} logical CPUs in Ray (the TaskRunner, one worker process"
+            + (", TransferQueue's controller and storage unit" if config.trainer.use_v1 else "")
+            + f"); Ray has {given}. Set ray_kwargs.ray_init.num_cpus={needed} or more (logical CPUs: any machine can)",
+            cause=f"{given} CPUs, {needed} needed",
+            key="ray_kwargs.ray_init.num_cpus",
+        )
+
+
+def innermost(exc: BaseException) -> BaseException:
     """The worker's own exception inside Ray's ``RayTaskError`` wrappers (worker -> TaskRunner -> driver)."""
     from ray.exceptions import RayTaskError
 
@@ -254,4 +285,4 @@ def _innermost(exc: BaseException) -> BaseException:
 def _completed(exc: BaseException) -> bool:
     from ._rehearsal import RehearsalComplete
 
-    return isinstance(_innermost(exc), RehearsalComplete) or "RehearsalComplete" in str(exc)
+    return isinstance(innermost(exc), RehearsalComplete) or "RehearsalComplete" in str(exc)
