@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretBytes, SecretStr
 
 from verl_ctx import ContextRegistry, RoleContext, migration
 from verl_ctx.errors import SchemaDefinitionError
@@ -171,12 +173,29 @@ def test_secret_fields_are_found_at_any_depth(registry: ContextRegistry) -> None
         token: SecretStr | None = None
 
     assert schema_info(Ctx).secret_fields == {"api_key", "token"}
-    exported = str(Ctx.model_json_schema())
-    assert "api_key" in exported
+
+
+def test_exported_schemas_never_hold_a_secret_value(registry: ContextRegistry, tmp_path: Path) -> None:
+    """A secret default, at any depth, appears in no exported file (JSON Schema, config schema, lock)."""
+    from verl_ctx._export import export_schemas
+
+    class Inner(BaseModel):
+        api_key: SecretStr = SecretStr("sk-default-inner")
+
+    class Ctx(RoleContext, role="reward", registry=registry):
+        judge: Inner = Inner()
+        token: SecretBytes = SecretBytes(b"sk-default-top")
+        tokens: tuple[SecretStr, ...] = (SecretStr("sk-default-list"),)
+
+    written = export_schemas(registry, tmp_path)
+    text = "".join(path.read_text() for path in written)
+    assert "api_key" in text
+    for secret in ("sk-default-inner", "sk-default-top", "sk-default-list"):
+        assert secret not in text
 
 
 def test_schema_info_is_computed_once_per_class(registry: ContextRegistry) -> None:
-    """The fingerprint costs a JSON Schema build, so it is cached on the class."""
+    """The fingerprint costs a JSON Schema build, so it is computed once per class."""
 
     class Ctx(RoleContext, role="critic", registry=registry):
         x: int = 1
