@@ -85,14 +85,14 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _format_option(fn: _F) -> _F:
+def _format_option(fn: _F, *, help: str = "Output for people or for CI.") -> _F:
     return click.option(
         "--format",
         "fmt",
         type=click.Choice(["human", "json"]),
         default="human",
         show_default=True,
-        help="Output for people or for CI.",
+        help=help,
     )(fn)
 
 
@@ -310,14 +310,7 @@ def _workers(specs: tuple[str, ...]) -> dict[str, str]:
     "@register_trainer). Repeatable.",
 )
 @click.option("--rehearse", is_flag=True, help="Stop every worker at the engine boundary, on CPU, and report.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["human", "json"]),
-    default="human",
-    show_default=True,
-    help="With --rehearse: the report as one JSON line at the end of stdout.",
-)
+@functools.partial(_format_option, help="With --rehearse: the report as one JSON line at the end of stdout.")
 @click.option(
     "--offload-bytes",
     type=int,
