@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ._evolution import Change, diff_schemas
-from ._fingerprint import schema_info
+from ._fingerprint import CONFIG_KEY, SchemaInfo, schema_info
 from ._registry import ContextRegistry
 from ._schema import RoleContext
 from ._validate import SECTION
@@ -85,6 +85,8 @@ def export_schemas(registry: ContextRegistry, out_dir: Path) -> list[Path]:
                 "schema_id": info.schema_id,
                 "version": info.version,
                 "fingerprint": info.fingerprint,
+                # per field, validator, serializer and config: lets `schema check` name what JSON Schema hides
+                "fields": info.field_digests,
                 "file": path.name,
             }
         )
@@ -142,13 +144,63 @@ def check_export(registry: ContextRegistry, export_dir: Path) -> CheckReport:
             continue
         seen.add(current)
         old_schema = json.loads((export_dir / entry["file"]).read_text())
-        report = _judge(current, entry, diff_schemas(old_schema, current.model_json_schema()))
-        reports.append(report)
+        changes = diff_schemas(old_schema, current.model_json_schema())
+        changes += _behaviour_changes(entry, schema_info(current), changes)
+        reports.append(_judge(current, entry, changes))
     for schema in registry.schemas():
         if schema not in seen:
             info = schema_info(schema)
             reports.append(SchemaReport(info.schema_id, list(info.roles), None, info.version))
     return CheckReport(reports)
+
+
+def _behaviour_changes(entry: dict[str, Any], info: SchemaInfo, changes: list[Change]) -> list[Change]:
+    """What changed that JSON Schema cannot show (validators, serializers, config, list vs tuple), from the lock."""
+    if entry.get("fingerprint") == info.fingerprint:
+        return []
+    old = entry.get("fields")
+    if not isinstance(old, dict):
+        if changes:
+            return []
+        return [
+            Change(
+                "BEHAVIOUR_CHANGED",
+                "<root>",
+                "the fingerprint changed with no JSON Schema change (a validator, serializer, config or Python-only "
+                "type); this export predates per-field digests, so re-export to name them next time",
+            )
+        ]
+    new = info.field_digests
+    code: list[Change] = []
+    fields: list[Change] = []
+    for key in sorted(set(old) | set(new)):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        if key.startswith(CONFIG_KEY):
+            model = key.removeprefix(CONFIG_KEY)
+            code.append(
+                Change("BEHAVIOUR_CHANGED", model, f"model config {before or 'defaults'} -> {after or 'defaults'}")
+            )
+        elif key.startswith("@"):
+            what, _, where = key[1:].rpartition(" on ")
+            status = "added" if before is None else "removed" if after is None else "code changed"
+            code.append(Change("BEHAVIOUR_CHANGED", where, f"{what} {status}"))
+        elif before is not None and after is not None and not any(_under(c.path, key) for c in changes):
+            fields.append(
+                Change(
+                    "BEHAVIOUR_CHANGED",
+                    key,
+                    "changed in a way JSON Schema does not show (strict mode, list / tuple, dict key type, ...)",
+                )
+            )
+    if code or fields or changes:
+        return code or fields
+    return [Change("BEHAVIOUR_CHANGED", "<root>", "the fingerprint changed, but no field, validator or config did")]
+
+
+def _under(path: str, field_name: str) -> bool:
+    return path == field_name or path.startswith((f"{field_name}.", f"{field_name}[", f"{field_name}{{"))
 
 
 def _judge(schema: type[RoleContext], entry: dict[str, Any], changes: list[Change]) -> SchemaReport:

@@ -279,7 +279,8 @@ class _CoreCanon:
             elif key == "post_init" and isinstance(value, str) and isinstance(cls, type):
                 out[key] = self.code(getattr(cls, value, None), "post-init", where)
             elif key == "custom_init" and value and isinstance(cls, type):
-                out[key] = self.code(cls.__init__, "custom-init", where)
+                init = next((c.__dict__["__init__"] for c in cls.__mro__ if "__init__" in c.__dict__), None)
+                out[key] = self.code(init, "custom-init", where)
             elif key == "computed_fields" and isinstance(value, list):
                 out[key] = [self.computed(field, node) for field in value]
             elif key in ("choices", "items_schema") and isinstance(value, list):

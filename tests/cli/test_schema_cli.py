@@ -101,6 +101,103 @@ def test_non_breaking_changes_pass_and_are_listed(
     assert "ENUM_VALUE_ADDED" in res.out
 
 
+NESTED = """
+    from typing import Annotated, Literal, Union
+    from pydantic import AfterValidator, BaseModel, Field
+    from verl_ctx import RoleContext
+
+    class ShapingRow(BaseModel):
+        bonus: float = Field(0.0, le={bonus_le})
+        {row_extra}
+
+    class Search(BaseModel):
+        kind: Literal["search"] = "search"
+        index: int = Field(0, ge=0{index_le})
+
+    class Calc(BaseModel):
+        kind: Literal["calc"] = "calc"
+
+    class RewardContext(RoleContext, role="reward"):
+        table: list[ShapingRow] = []
+        limit: Annotated[int | None, Field(le={limit_le})] = None
+        weights: dict[str, {weight}] = {{}}
+        tools: list[Annotated[Union[Search, Calc], Field(discriminator="kind")]] = []
+        scale: {scale} = 1
+"""
+
+
+def _nested(
+    bonus_le: float = 1,
+    row_extra: str = "",
+    index_le: str = "",
+    limit_le: int = 100,
+    weight: str = "float",
+    scale: str = "int",
+) -> str:
+    return NESTED.format(
+        bonus_le=bonus_le, row_extra=row_extra, index_le=index_le, limit_le=limit_le, weight=weight, scale=scale
+    )
+
+
+@pytest.fixture
+def nested_export(run_cli: Run, write: Callable[[str, str], Path], tmp_path: Path) -> Path:
+    write("nestedmod.py", _nested())
+    res = run_cli("schema", "export", "-s", "nestedmod", "-o", "exported")
+    assert res.code == 0, res.err
+    return tmp_path / "exported"
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        ({"bonus_le": 0.5}, "CONSTRAINT_TIGHTENED   table[].bonus: <= 1 -> <= 0.5"),
+        ({"limit_le": 10}, "CONSTRAINT_TIGHTENED   limit: <= 100 -> <= 10"),
+        ({"weight": "int"}, "FIELD_TYPE_CHANGED     weights{}: number -> integer"),
+        ({"index_le": ", le=10"}, "CONSTRAINT_TIGHTENED   tools[search].index: no maximum -> <= 10"),
+    ],
+    ids=["list item's model", "Optional", "dict values", "tagged union member"],
+)
+def test_breaking_change_inside_a_nested_type_fails_naming_its_path(
+    run_cli: Run, nested_export: Path, write: Callable[[str, str], Path], change: dict[str, object], line: str
+) -> None:
+    """A breaking change at any depth fails the check, and the line names where, with the old and new rule."""
+    write("nestedmod.py", _nested(**change))  # type: ignore[arg-type]
+    res = run_cli("schema", "check", "-s", "nestedmod", "exported")
+    assert res.code == 1, res.out + res.err
+    assert f"BREAKING {line}" in res.out
+    assert "set version=2" in res.out
+
+
+def test_defaulted_field_in_a_list_item_model_is_compatible(
+    run_cli: Run, nested_export: Path, write: Callable[[str, str], Path]
+) -> None:
+    """A field with a default added to a model used as a list item passes, listed at its path."""
+    write("nestedmod.py", _nested(row_extra="weight: float = 1.0"))
+    res = run_cli("schema", "check", "-s", "nestedmod", "exported", "--format", "json")
+    assert res.code == 0, res.out + res.err
+    (report,) = res.json()["schemas"]
+    assert report["changes"] == [
+        {
+            "rule": "FIELD_ADDED",
+            "path": "table[].weight",
+            "detail": "default 1.0",
+            "breaking": False,
+            "why": "a new field with a default",
+        }
+    ]
+
+
+def test_a_validator_json_schema_cannot_show_is_named(
+    run_cli: Run, nested_export: Path, write: Callable[[str, str], Path]
+) -> None:
+    """A new validator leaves the JSON Schema as it was; the check still names it, from the lock's digests."""
+    write("nestedmod.py", _nested(scale="Annotated[int, AfterValidator(lambda v: v * 100)]"))
+    res = run_cli("schema", "check", "-s", "nestedmod", "exported")
+    assert res.code == 0, res.out + res.err
+    assert "BEHAVIOUR_CHANGED      RewardContext.scale: after-validator RewardContext.<lambda> added" in res.out
+    assert "run `verl-ctx schema export` to record these changes" in res.out
+
+
 def test_check_without_lock_is_a_usage_error(run_cli: Run, write: Callable[[str, str], Path]) -> None:
     """Pointing check at a directory with no export says how to create one."""
     write("ctxmod.py", _module())

@@ -8,7 +8,9 @@ import sys
 import textwrap
 
 import pytest
+from pydantic import Field
 
+from verl_ctx import ContextRegistry, RoleContext
 from verl_ctx.schema import SchemaInfo, schema_info
 
 HEADER = """
@@ -195,3 +197,43 @@ def test_fingerprint_is_the_same_in_every_process() -> None:
         )
         outputs.add(proc.stdout)
     assert len(outputs) == 1
+
+
+def _fingerprint_of(doc: str, default: float, bound: float) -> str:
+    reg = ContextRegistry()
+
+    class Ctx(RoleContext, role="critic", registry=reg):
+        value_clip: float = Field(default, gt=bound, description=doc)
+
+    Ctx.__doc__ = doc
+    return schema_info(Ctx).fingerprint
+
+
+def test_fingerprint_ignores_docs_but_not_shape() -> None:
+    """Editing a description keeps the fingerprint; changing a default or a constraint changes it."""
+    base = _fingerprint_of("clip", 0.2, 0)
+    assert _fingerprint_of("clip range for the value loss", 0.2, 0) == base
+    assert _fingerprint_of("clip", 0.3, 0) != base
+    assert _fingerprint_of("clip", 0.2, 0.1) != base
+
+
+def test_fields_named_like_doc_keys_still_count(registry: ContextRegistry) -> None:
+    """A field called `title` or `description` is data, not documentation, in the fingerprint."""
+
+    class A(RoleContext, role="a", registry=registry):
+        title: str = ""
+
+    class B(RoleContext, role="b", registry=registry):
+        other: str = ""
+
+    assert schema_info(A).fingerprint != schema_info(B).fingerprint
+    assert set(schema_info(A).field_digests) == {"title"}
+
+
+def test_schema_info_is_computed_once_per_class(registry: ContextRegistry) -> None:
+    """The fingerprint costs a JSON Schema build, so it is computed once per class."""
+
+    class Ctx(RoleContext, role="critic", registry=registry):
+        x: int = 1
+
+    assert schema_info(Ctx) is schema_info(Ctx)

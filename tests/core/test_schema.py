@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, Field, SecretBytes, SecretStr
+from pydantic import BaseModel, SecretBytes, SecretStr
 
 from verl_ctx import ContextRegistry, RoleContext, migration
 from verl_ctx.errors import SchemaDefinitionError
@@ -130,37 +130,6 @@ def test_unknown_fields_are_forbidden_and_instances_frozen(registry: ContextRegi
         Ctx().value_clip = 1.0  # type: ignore[misc]
 
 
-def _fingerprint_of(doc: str, default: float, bound: float) -> str:
-    reg = ContextRegistry()
-
-    class Ctx(RoleContext, role="critic", registry=reg):
-        value_clip: float = Field(default, gt=bound, description=doc)
-
-    Ctx.__doc__ = doc
-    return schema_info(Ctx).fingerprint
-
-
-def test_fingerprint_ignores_docs_but_not_shape() -> None:
-    """Editing a description keeps the fingerprint; changing a default or a constraint changes it."""
-    base = _fingerprint_of("clip", 0.2, 0)
-    assert _fingerprint_of("clip range for the value loss", 0.2, 0) == base
-    assert _fingerprint_of("clip", 0.3, 0) != base
-    assert _fingerprint_of("clip", 0.2, 0.1) != base
-
-
-def test_fields_named_like_doc_keys_still_count(registry: ContextRegistry) -> None:
-    """A field called `title` or `description` is data, not documentation, in the fingerprint."""
-
-    class A(RoleContext, role="a", registry=registry):
-        title: str = ""
-
-    class B(RoleContext, role="b", registry=registry):
-        other: str = ""
-
-    assert schema_info(A).fingerprint != schema_info(B).fingerprint
-    assert set(schema_info(A).field_digests) == {"title"}
-
-
 def test_secret_fields_are_found_at_any_depth(registry: ContextRegistry) -> None:
     """Secrets in nested models are known, so errors and provenance can redact them."""
 
@@ -192,15 +161,6 @@ def test_exported_schemas_never_hold_a_secret_value(registry: ContextRegistry, t
     assert "api_key" in text
     for secret in ("sk-default-inner", "sk-default-top", "sk-default-list"):
         assert secret not in text
-
-
-def test_schema_info_is_computed_once_per_class(registry: ContextRegistry) -> None:
-    """The fingerprint costs a JSON Schema build, so it is computed once per class."""
-
-    class Ctx(RoleContext, role="critic", registry=registry):
-        x: int = 1
-
-    assert schema_info(Ctx) is schema_info(Ctx)
 
 
 def test_field_type_without_json_schema_is_explained(registry: ContextRegistry) -> None:

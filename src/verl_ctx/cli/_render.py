@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from .._contextset import ContextSet, Provenance
+from .._evolution import RULES
 from .._export import CheckReport
 from .._fingerprint import schema_info
 from .._lint import RAY_WARN_BYTES
@@ -76,7 +77,14 @@ def check_report(report: CheckReport) -> dict[str, Any]:
                 "new_version": r.new_version,
                 "problem": r.problem,
                 "changes": [
-                    {"rule": c.rule, "path": c.path, "detail": c.detail, "breaking": c.breaking} for c in r.changes
+                    {
+                        "rule": c.rule,
+                        "path": c.path,
+                        "detail": c.detail,
+                        "breaking": c.breaking,
+                        "why": RULES[c.rule].why if c.rule in RULES else None,
+                    }
+                    for c in r.changes
                 ],
             }
             for r in report.reports
@@ -94,6 +102,8 @@ def check_lines(report: CheckReport) -> Iterator[str]:
             yield f"    {'BREAKING ' if c.breaking else '         '}{c}"
         if r.problem:
             yield f"    {click.style(r.problem, fg='red')}"
+        elif r.changes:
+            yield "    compatible; run `verl-ctx schema export` to record these changes"
 
 
 def launch_plan(

@@ -1,0 +1,969 @@
+"""`diff_schemas`: every rule at any depth, the docs table, and an oracle that checks verdicts against decode."""
+
+from __future__ import annotations
+
+import decimal
+import json
+import math
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from verl_ctx import ContextRegistry, RoleContext, decode, encode
+from verl_ctx._codec import decode_payload, encode_payload
+from verl_ctx.errors import SchemaMismatchError, SchemaSkewWarning
+from verl_ctx.schema import RULES, Change, Rule, diff_schemas
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "schema-evolution.md"
+
+
+def _model(name: str = "Ctx", extra: str | None = None, **fields: Any) -> type[BaseModel]:
+    config = ConfigDict(extra=extra) if extra else None  # type: ignore[typeddict-item]
+    return create_model(name, __config__=config, **fields)  # type: ignore[call-overload,no-any-return]
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(rule, path, detail) of every change between two models with these fields."""
+    changes = diff_schemas(_model(**old).model_json_schema(), _model(**new).model_json_schema())
+    return [(c.rule, c.path, c.detail) for c in changes]
+
+
+Row1 = _model("ShapingRow", bonus=(float, Field(0.0, le=1)))
+Row2 = _model("ShapingRow", bonus=(float, Field(0.0, le=0.5)))
+RowExtra = _model("ShapingRow", bonus=(float, Field(0.0, le=1)), weight=(float, 1.0))
+RowForbid = _model("ShapingRow", extra="forbid", bonus=(float, Field(0.0, le=1)))
+RowAllow = _model("ShapingRow", extra="allow", bonus=(float, Field(0.0, le=1)))
+
+
+class Search(BaseModel):
+    kind: Literal["search"] = "search"
+    index: int = 0
+
+
+class SearchV2(BaseModel):
+    kind: Literal["search"] = "search"
+    index: int = Field(0, le=10)
+    top_k: int = 5
+
+
+class Calc(BaseModel):
+    kind: Literal["calc"] = "calc"
+
+
+class Web(BaseModel):
+    kind: Literal["web"] = "web"
+
+
+Tool = Annotated[Search | Calc, Field(discriminator="kind")]
+ToolV2 = Annotated[SearchV2 | Calc | Web, Field(discriminator="kind")]
+ToolNoCalc = Annotated[Search | Web, Field(discriminator="kind")]
+
+JOINS = (
+    "an old value may now validate as it (or lack the tag to be routed); "
+    'use a discriminated union, Field(discriminator="...")'
+)
+
+# (case, old fields, new fields, every expected (rule, path, detail))
+CASES: list[tuple[str, dict[str, Any], dict[str, Any], set[tuple[str, str, str]]]] = [
+    (
+        "field removed",
+        {"a": (int, 1), "b": (int, 2)},
+        {"a": (int, 1)},
+        {("FIELD_REMOVED", "b", "old payloads carry it; it would be dropped")},
+    ),
+    (
+        "nested field removed",
+        {"table": (list[RowExtra], [])},
+        {"table": (list[Row1], [])},
+        {("FIELD_REMOVED", "table[].weight", "old payloads carry it; it would be dropped")},
+    ),
+    (
+        "required field added",
+        {},
+        {"a": (int, ...)},
+        {("REQUIRED_FIELD_ADDED", "a", "old payloads lack it; give it a default")},
+    ),
+    (
+        "field made required",
+        {"a": (int, 1)},
+        {"a": (int, ...)},
+        {("FIELD_MADE_REQUIRED", "a", "it no longer has a default")},
+    ),
+    ("type changed", {"a": (int, 1)}, {"a": (float, 1)}, {("FIELD_TYPE_CHANGED", "a", "integer -> number")}),
+    (
+        "dict value type changed",
+        {"weights": (dict[str, float], {})},
+        {"weights": (dict[str, int], {})},
+        {("FIELD_TYPE_CHANGED", "weights{}", "number -> integer")},
+    ),
+    (
+        "dict key constraint added",
+        {"weights": (dict[str, float], {})},
+        {"weights": (dict[Annotated[str, Field(min_length=2)], float], {})},
+        {("CONSTRAINT_TIGHTENED", "weights{key}", "minLength None -> 2")},
+    ),
+    (
+        "tuple position type changed",
+        {"pair": (tuple[int, str], (1, "a"))},
+        {"pair": (tuple[int, int], (1, 1))},
+        {("FIELD_TYPE_CHANGED", "pair[1]", "string -> integer"), ("DEFAULT_CHANGED", "pair", '[1, "a"] -> [1, 1]')},
+    ),
+    (
+        "Decimal for float",
+        {"a": (float, 1.5)},
+        {"a": (decimal.Decimal, 1.5)},
+        {("FIELD_TYPE_CHANGED", "a", "number -> number|string")},
+    ),
+    (
+        "member removed",
+        {"a": (int | None, None)},
+        {"a": (int, 0)},
+        {("UNION_MEMBER_REMOVED", "a", "no longer accepts null"), ("DEFAULT_CHANGED", "a", "null -> 0")},
+    ),
+    (
+        "tagged member removed",
+        {"tools": (list[Tool], [])},
+        {"tools": (list[ToolNoCalc], [])},
+        {
+            ("UNION_MEMBER_REMOVED", "tools[calc]", "no member is tagged kind='calc' any more"),
+            ("UNION_MEMBER_ADDED", "tools[web]", "now accepts kind='web'"),
+        },
+    ),
+    (
+        "a model joins a plain union",
+        {"tool": (Search, Search())},
+        {"tool": (Search | Calc, Search())},
+        {("FIELD_TYPE_CHANGED", "tool", f"Calc joins Search: {JOINS}")},
+    ),
+    (
+        "enum value removed",
+        {"a": (Literal["x", "y"], "x")},
+        {"a": (Literal["x"], "x")},
+        {("ENUM_VALUE_REMOVED", "a", "no longer accepts 'y'")},
+    ),
+    (
+        "Literal to a base type too short for a value",
+        {"a": (Literal["x", "yyy"], "x")},
+        {"a": (Annotated[str, Field(max_length=2)], "x")},
+        {("ENUM_VALUE_REMOVED", "a", "no longer accepts 'yyy'")},
+    ),
+    (
+        "bound tightened in a list item's model",
+        {"table": (list[Row1], [])},
+        {"table": (list[Row2], [])},
+        {("CONSTRAINT_TIGHTENED", "table[].bonus", "<= 1 -> <= 0.5")},
+    ),
+    (
+        "bound tightened under Optional",
+        {"a": (Annotated[int | None, Field(le=100)], None)},
+        {"a": (Annotated[int | None, Field(le=10)], None)},
+        {("CONSTRAINT_TIGHTENED", "a", "<= 100 -> <= 10")},
+    ),
+    (
+        "bound added",
+        {"a": (int, 1)},
+        {"a": (int, Field(1, ge=0))},
+        {("CONSTRAINT_TIGHTENED", "a", "no minimum -> >= 0")},
+    ),
+    (
+        "pattern added",
+        {"a": (str, "")},
+        {"a": (str, Field("", pattern="^x"))},
+        {("CONSTRAINT_TIGHTENED", "a", "pattern None -> '^x'")},
+    ),
+    (
+        "multipleOf finer to coarser",
+        {"a": (int, Field(0, multiple_of=2))},
+        {"a": (int, Field(0, multiple_of=4))},
+        {("CONSTRAINT_TIGHTENED", "a", "multipleOf 2 -> 4")},
+    ),
+    (
+        "list to set",
+        {"a": (list[int], [])},
+        {"a": (set[int], set())},
+        {("CONSTRAINT_TIGHTENED", "a", "items must now be unique: duplicates collapse (list -> set)")},
+    ),
+    (
+        "str to Literal",
+        {"a": (str, "x")},
+        {"a": (Literal["x"], "x")},
+        {("CONSTRAINT_TIGHTENED", "a", "string -> one of ['x']")},
+    ),
+    (
+        "nested extra forbidden",
+        {"r": (Row1, Row1())},
+        {"r": (RowForbid, RowForbid())},
+        {("CONSTRAINT_TIGHTENED", "r", 'extra="ignore" -> extra="forbid"')},
+    ),
+    (
+        "nested extra no longer kept",
+        {"r": (RowAllow, RowAllow())},
+        {"r": (Row1, Row1())},
+        {("CONSTRAINT_TIGHTENED", "r", 'extra="allow" -> extra="ignore"')},
+    ),
+    ("default changed", {"a": (int, 1)}, {"a": (int, 2)}, {("DEFAULT_CHANGED", "a", "1 -> 2")}),
+    ("default added", {"a": (int, ...)}, {"a": (int, 3)}, {("DEFAULT_ADDED", "a", "default 3")}),
+    ("field added", {}, {"a": (int, 3)}, {("FIELD_ADDED", "a", "default 3")}),
+    (
+        "defaulted field added to a list item's model",
+        {"table": (list[Row1], [])},
+        {"table": (list[RowExtra], [])},
+        {("FIELD_ADDED", "table[].weight", "default 1.0")},
+    ),
+    (
+        "tagged union member changed",
+        {"tools": (list[Tool], [])},
+        {"tools": (list[ToolV2], [])},
+        {
+            ("CONSTRAINT_TIGHTENED", "tools[search].index", "no maximum -> <= 10"),
+            ("FIELD_ADDED", "tools[search].top_k", "default 5"),
+            ("UNION_MEMBER_ADDED", "tools[web]", "now accepts kind='web'"),
+        },
+    ),
+    (
+        "made Optional",
+        {"a": (int, 1)},
+        {"a": (int | None, 1)},
+        {("UNION_MEMBER_ADDED", "a", "now also accepts null")},
+    ),
+    (
+        "one model becomes a tagged union",
+        {"tool": (Search, Search())},
+        {"tool": (Tool, Search())},
+        {("UNION_MEMBER_ADDED", "tool[calc]", "now accepts kind='calc'")},
+    ),
+    (
+        "enum value added",
+        {"a": (Literal["x"], "x")},
+        {"a": (Literal["x", "y"], "x")},
+        {("ENUM_VALUE_ADDED", "a", "now accepts 'y'")},
+    ),
+    (
+        "bound removed",
+        {"a": (int, Field(1, le=5))},
+        {"a": (int, 1)},
+        {("CONSTRAINT_LOOSENED", "a", "<= 5 -> no maximum")},
+    ),
+    (
+        "gt 0 -> ge 0 on a float",
+        {"a": (float, Field(1, gt=0))},
+        {"a": (float, Field(1, ge=0))},
+        {("CONSTRAINT_LOOSENED", "a", "> 0 -> >= 0")},
+    ),
+    (
+        "Literal to its base type",
+        {"a": (Literal["x", "y"], "x")},
+        {"a": (str, "x")},
+        {("CONSTRAINT_LOOSENED", "a", "one of ['x', 'y'] -> string")},
+    ),
+    ("a type to Any", {"a": (int, 1)}, {"a": (Any, 1)}, {("CONSTRAINT_LOOSENED", "a", "integer -> any value")}),
+    (
+        "set to list",
+        {"a": (set[int], set())},
+        {"a": (list[int], [])},
+        {("CONSTRAINT_LOOSENED", "a", "items need not be unique any more (set -> list)")},
+    ),
+    (
+        "multipleOf coarser to finer",
+        {"a": (int, Field(0, multiple_of=4))},
+        {"a": (int, Field(0, multiple_of=2))},
+        {("CONSTRAINT_LOOSENED", "a", "multipleOf 4 -> 2")},
+    ),
+    # no change at all, though the JSON differs
+    ("gt 0 is ge 1 on an int", {"a": (int, Field(1, gt=0))}, {"a": (int, Field(1, ge=1))}, set()),
+    ("a docstring", {"a": (int, Field(1, description="old"))}, {"a": (int, Field(1, description="new"))}, set()),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_change_is_named_with_its_rule_and_path(
+    old: dict[str, Any], new: dict[str, Any], expected: set[tuple[str, str, str]]
+) -> None:
+    """diff_schemas names each change at its path, with its rule and a readable detail, and nothing else."""
+    assert set(_diff(old, new)) == expected
+
+
+def test_every_rule_has_a_direct_case() -> None:
+    """Each rule in RULES is produced by at least one case above (BEHAVIOUR_CHANGED comes from the lock file)."""
+    produced = {rule for _, _, _, expected in CASES for rule, _, _ in expected}
+    assert produced | {"BEHAVIOUR_CHANGED"} == set(RULES)
+
+
+def test_breaking_is_the_rule_s_verdict() -> None:
+    """A Change is breaking exactly when its rule is, and prints as `RULE path: detail`."""
+    change = Change("FIELD_TYPE_CHANGED", "weights{}", "number -> integer")
+    assert change.breaking
+    assert not Change("FIELD_ADDED", "a", "default 1").breaking
+    assert str(change) == "FIELD_TYPE_CHANGED     weights{}: number -> integer"
+
+
+def test_recursive_models_are_compared_once() -> None:
+    """A change inside a recursive model is found, and the walk ends."""
+
+    class Node(BaseModel):
+        v: int = 0
+        kids: list[Node] = []
+
+    class NodeV2(BaseModel):
+        v: int = Field(0, le=3)
+        kids: list[NodeV2] = []
+
+    assert _diff({"tree": (Node, Node())}, {"tree": (NodeV2, NodeV2())}) == [
+        ("CONSTRAINT_TIGHTENED", "tree.v", "no maximum -> <= 3")
+    ]
+
+
+def _doc_table() -> list[tuple[str, str, str]]:
+    text = DOCS.read_text()
+    rows = re.findall(r"^\| `([A-Z_]+)` \| (yes|no) \| (.*) \|$", text, flags=re.M)
+    return [(rule, breaking, why) for rule, breaking, why in rows]
+
+
+def test_docs_rule_table_is_generated_from_rules() -> None:
+    """docs/schema-evolution.md lists exactly RULES, in order, with their verdicts and reasons."""
+    expected = [(r.id, "yes" if r.breaking else "no", r.why) for r in RULES.values()]
+    assert _doc_table() == expected, "regenerate the table: python -m tests.core.test_evolution"
+
+
+def rules_table(rules: dict[str, Rule]) -> str:
+    """The markdown table docs/schema-evolution.md carries."""
+    lines = ["| rule | breaking | why |", "|---|---|---|"]
+    lines += [f"| `{r.id}` | {'yes' if r.breaking else 'no'} | {r.why} |" for r in rules.values()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # print the docs table, to paste into docs/schema-evolution.md
+    print(rules_table(RULES))
+
+
+# --- the oracle: verdicts against what decode does with generated schema pairs ----------------------------
+#
+# Hypothesis builds an old schema (nested models, lists, sets, tuples, dicts, Optional, plain and tagged
+# unions, Literal, constraints), applies one random edit at a random depth (add / remove / rename a field,
+# change a type, tighten / loosen / add / remove a constraint, change a default, ...), and draws payloads valid
+# under the old schema. Each payload is encoded with the old class and decoded with the new one through
+# verl-ctx's real decode (same version: the skew path). Checked, in both directions of every pair:
+#
+# * compatible verdict  =>  every payload decodes to the same data (an independent, shape-aware comparison);
+# * decode agrees with that comparison (it warns only when nothing changed, else SchemaMismatchError);
+# * breaking verdict    =>  we look for a payload that fails or changes (also a config-style payload that
+#   leaves out defaulted fields or carries a stray key), and count how often one is found.
+
+REQUIRED = "<required>"
+TAG = "kind"
+STATS: dict[str, int] = {}
+
+
+@dataclass(frozen=True)
+class Ty:
+    """A generated type: what it renders to in pydantic, and what values it holds."""
+
+    kind: str  # int float str bool literal list set tuple dict optional union model tagged any
+    cons: tuple[tuple[str, Any], ...] = ()
+    args: tuple[Ty, ...] = ()
+    fields: tuple[Fld, ...] = ()
+    name: str = ""
+    values: tuple[Any, ...] = ()
+    extra: str = "ignore"
+
+
+@dataclass(frozen=True)
+class Fld:
+    name: str
+    ty: Ty
+    default: Any = REQUIRED
+
+
+SCALARS = ("int", "float", "str", "bool", "literal")
+PATTERNS = {"^[ab]*$": "ab", "^[abc]*$": "abc"}
+FIELD_NAMES = ("a", "b", "c", "d", "e", "f")
+
+
+def _bump(counter: str, tally: list[str] | None = None) -> None:
+    """Count ``counter`` now, or in ``tally`` (merged once the whole example ran: discarded draws do not count)."""
+    if tally is not None:
+        tally.append(counter)
+    else:
+        STATS[counter] = STATS.get(counter, 0) + 1
+
+
+# --- generating types ---
+
+
+@st.composite
+def int_cons(draw: st.DrawFn) -> tuple[tuple[str, Any], ...]:
+    cons: dict[str, Any] = {}
+    for key in draw(st.sets(st.sampled_from(["ge", "gt", "le", "lt", "multiple_of"]), max_size=2)):
+        _set_bound(cons, key, draw(st.sampled_from([2, 3, 4])) if key == "multiple_of" else draw(st.integers(-3, 3)))
+    return _sane(tuple(sorted(cons.items())), "int")
+
+
+def _set_bound(cons: dict[str, Any], key: str, value: Any) -> None:
+    """One bound per side: `ge` replaces `gt` (both at once is legal but unusual)."""
+    twin = {"ge": "gt", "gt": "ge", "le": "lt", "lt": "le"}.get(key)
+    cons.pop(twin, None)
+    cons[key] = value
+
+
+@st.composite
+def scalar(draw: st.DrawFn) -> Ty:
+    kind = draw(st.sampled_from(SCALARS))
+    if kind == "int":
+        return Ty("int", draw(int_cons()))
+    if kind == "float":
+        cons: dict[str, Any] = {}
+        for key in draw(st.sets(st.sampled_from(["ge", "gt", "le", "lt"]), max_size=2)):
+            _set_bound(cons, key, draw(st.sampled_from([-2.5, -1.0, 0.0, 0.5, 1.0])))
+        return Ty("float", _sane(tuple(sorted(cons.items())), "float"))
+    if kind == "str":
+        cons = {}
+        for key in draw(st.sets(st.sampled_from(["min_length", "max_length", "pattern"]), max_size=2)):
+            cons[key] = draw(st.sampled_from(list(PATTERNS))) if key == "pattern" else draw(st.integers(0, 3))
+        return Ty("str", _sane(tuple(sorted(cons.items())), "str"))
+    if kind == "literal":
+        pool = draw(st.sampled_from([("x", "y", "z"), (1, 2, 3)]))
+        return Ty("literal", values=tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))))
+    return Ty("bool")
+
+
+def _sane(cons: tuple[tuple[str, Any], ...], kind: str) -> tuple[tuple[str, Any], ...]:
+    """Constraints that some value meets (an empty type has no payloads to draw), else none."""
+    c = dict(cons)
+    if kind == "int":
+        lo, hi, step = _int_range(c)
+        if -(-lo // step) > hi // step:
+            return ()
+    if kind == "float":
+        lo = max([c[k] for k in ("ge", "gt") if k in c], default=-10)
+        hi = min([c[k] for k in ("le", "lt") if k in c], default=10)
+        if lo >= hi:
+            return ()
+    if kind == "str" and c.get("min_length", 0) > c.get("max_length", 9):
+        return ()
+    return cons
+
+
+@st.composite
+def model(draw: st.DrawFn, depth: int, names: list[int], tag: str | None = None) -> Ty:
+    names[0] += 1
+    name = f"M{names[0]}"
+    fields = [Fld(TAG, Ty("literal", values=(tag,)), tag)] if tag else []
+    for fname in draw(st.lists(st.sampled_from(FIELD_NAMES), min_size=1 if not tag else 0, max_size=3, unique=True)):
+        ty = draw(types(depth + 1, names))
+        fields.append(Fld(fname, ty, draw(default_for(ty))))
+    extra = draw(st.sampled_from(["ignore", "ignore", "forbid", "allow"]))
+    return Ty("model", fields=tuple(fields), name=name, extra=extra)
+
+
+@st.composite
+def types(draw: st.DrawFn, depth: int, names: list[int]) -> Ty:
+    if depth >= 3:
+        return draw(scalar())
+    # Containers and models weigh as much as scalars: nested changes are what the walk is for.
+    containers = ["list", "list", "set", "tuple", "dict", "optional", "union", "model", "model", "tagged", "any"]
+    kind = draw(st.sampled_from([*SCALARS, *SCALARS, *containers]))
+    if kind in SCALARS:
+        return draw(scalar())
+    if kind == "list":
+        cons = {
+            k: v
+            for k, v in (
+                ("min_length", draw(st.sampled_from([None, 1]))),
+                ("max_length", draw(st.sampled_from([None, 2, 3]))),
+            )
+            if v is not None
+        }
+        return Ty("list", tuple(cons.items()), args=(draw(types(depth + 1, names)),))
+    if kind == "set":
+        return Ty("set", args=(draw(scalar().filter(lambda t: t.kind != "float")),))
+    if kind == "tuple":
+        return Ty("tuple", args=tuple(draw(st.lists(scalar(), min_size=1, max_size=2))))
+    if kind == "dict":
+        return Ty("dict", args=(draw(types(depth + 1, names)),))
+    if kind == "optional":
+        return Ty("optional", args=(draw(types(depth + 1, names).filter(lambda t: t.kind not in ("optional", "any"))),))
+    if kind == "union":
+        members = draw(st.lists(st.sampled_from(["int", "str", "float", "bool"]), min_size=2, max_size=3, unique=True))
+        return Ty("union", args=tuple(Ty(m) for m in members))
+    if kind == "model":
+        return draw(model(depth, names))
+    if kind == "tagged":
+        tags = draw(st.lists(st.sampled_from(["t1", "t2", "t3"]), min_size=2, max_size=2, unique=True))
+        return Ty("tagged", args=tuple(draw(model(depth, names, tag)) for tag in tags))
+    return Ty("any")
+
+
+@st.composite
+def default_for(draw: st.DrawFn, ty: Ty) -> Any:
+    """A default the type holds, or REQUIRED (models, and lists that need items, get none)."""
+    if draw(st.integers(0, 3)) == 0:
+        return REQUIRED
+    if ty.kind in (*SCALARS, "tuple", "union"):
+        return draw(values(ty))
+    if ty.kind == "list":
+        return [] if dict(ty.cons).get("min_length", 0) == 0 else REQUIRED
+    return {"set": set(), "dict": {}, "optional": None, "any": None}.get(ty.kind, REQUIRED)
+
+
+# --- values of a type ---
+
+
+def _int_range(c: dict[str, Any]) -> tuple[int, int, int]:
+    lo = max(c.get("ge", -10), c.get("gt", -11) + 1)
+    hi = min(c.get("le", 10), c.get("lt", 11) - 1)
+    return lo, hi, c.get("multiple_of", 1)
+
+
+def values(ty: Ty) -> st.SearchStrategy[Any]:
+    c = dict(ty.cons)
+    if ty.kind == "int":
+        lo, hi, step = _int_range(c)
+        return st.integers(-(-lo // step), hi // step).map(lambda k: k * step)
+    if ty.kind == "float":
+        return st.floats(
+            min_value=max(c.get("ge", -10.0), c.get("gt", -10.0)),
+            max_value=min(c.get("le", 10.0), c.get("lt", 10.0)),
+            exclude_min="gt" in c and c.get("gt", -99) >= c.get("ge", -99),
+            exclude_max="lt" in c and c.get("lt", 99) <= c.get("le", 99),
+            allow_nan=False,
+        )
+    if ty.kind == "str":
+        lo, hi = c.get("min_length", 0), c.get("max_length", 4)
+        alphabet = PATTERNS.get(c.get("pattern", ""), "abX03")
+        words = [w for w in ("off", "on", "3", "1.5", "true", "") if set(w) <= set(alphabet) and lo <= len(w) <= hi]
+        return st.one_of(st.text(alphabet, min_size=lo, max_size=hi), *([st.sampled_from(words)] if words else []))
+    if ty.kind == "bool":
+        return st.booleans()
+    if ty.kind == "literal":
+        return st.sampled_from(ty.values)
+    if ty.kind == "list":
+        return st.lists(values(ty.args[0]), min_size=c.get("min_length", 0), max_size=c.get("max_length", 3))
+    if ty.kind == "set":
+        return st.lists(values(ty.args[0]), max_size=3).map(set)
+    if ty.kind == "tuple":
+        return st.tuples(*(values(a) for a in ty.args))
+    if ty.kind == "dict":
+        return st.dictionaries(st.sampled_from(["k1", "k2", "3"]), values(ty.args[0]), max_size=2)
+    if ty.kind == "optional":
+        return st.one_of(st.none(), values(ty.args[0]))
+    if ty.kind == "union":
+        return st.one_of(*(values(a) for a in ty.args))
+    if ty.kind == "model":
+        strategy = st.fixed_dictionaries({f.name: values(f.ty) for f in ty.fields})
+        if ty.extra == "allow":  # an extra key the model keeps travels with it
+            strategy = st.tuples(strategy, st.booleans()).map(lambda p: {**p[0], "zz": 7} if p[1] else p[0])
+        return strategy
+    if ty.kind == "tagged":
+        return st.one_of(*(values(m) for m in ty.args))
+    return st.one_of(st.none(), st.integers(-3, 3), st.text("ab", max_size=2))
+
+
+def config_style(ty: Ty, value: Any) -> Any:
+    """``value`` as a config section could hold it: defaulted fields left out, stray keys where ignored."""
+    if ty.kind == "model" and isinstance(value, dict):
+        out = {f.name: config_style(f.ty, value[f.name]) for f in ty.fields if f.default is REQUIRED or f.name == TAG}
+        return {**out, "zz": 7} if ty.extra == "ignore" else out
+    if ty.kind == "list" and isinstance(value, list):
+        return [config_style(ty.args[0], v) for v in value]
+    if ty.kind == "tuple" and isinstance(value, (list, tuple)):
+        return [config_style(a, v) for a, v in zip(ty.args, value, strict=True)]
+    if ty.kind == "dict" and isinstance(value, dict):
+        return {k: config_style(ty.args[0], v) for k, v in value.items()}
+    if ty.kind in ("optional",) and value is not None:
+        return config_style(ty.args[0], value)
+    if ty.kind == "tagged" and isinstance(value, dict):
+        member = next(m for m in ty.args if m.fields[0].default == value.get(TAG))
+        return config_style(member, value)
+    return value
+
+
+# --- rendering a type as pydantic ---
+
+
+def annotation(ty: Ty) -> Any:
+    c = dict(ty.cons)
+    if ty.kind in ("int", "float", "str", "bool"):
+        base = {"int": int, "float": float, "str": str, "bool": bool}[ty.kind]
+        return Annotated[base, Field(**c)] if c else base
+    if ty.kind == "literal":
+        return Literal[ty.values]
+    if ty.kind == "list":
+        inner = list[annotation(ty.args[0])]  # type: ignore[misc]
+        return Annotated[inner, Field(**c)] if c else inner
+    if ty.kind == "set":
+        return set[annotation(ty.args[0])]  # type: ignore[misc]
+    if ty.kind == "tuple":
+        return tuple[tuple(annotation(a) for a in ty.args)]  # type: ignore[misc]
+    if ty.kind == "dict":
+        return dict[str, annotation(ty.args[0])]  # type: ignore[misc]
+    if ty.kind == "optional":
+        return Optional[annotation(ty.args[0])]  # noqa: UP045 - built at run time
+    if ty.kind == "union":
+        return Union[tuple(annotation(a) for a in ty.args)]  # noqa: UP007 - built at run time
+    if ty.kind == "model":
+        return render(ty)
+    if ty.kind == "tagged":
+        return Annotated[Union[tuple(render(m) for m in ty.args)], Field(discriminator=TAG)]  # noqa: UP007
+    return Any
+
+
+def render(ty: Ty, root: bool = False) -> type[BaseModel]:
+    fields = {f.name: (annotation(f.ty), ... if f.default is REQUIRED else f.default) for f in ty.fields}
+    if root:
+        return create_model(  # type: ignore[call-overload,no-any-return]
+            "Ctx", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": ContextRegistry()}, **fields
+        )
+    return create_model(ty.name, __config__=ConfigDict(extra=ty.extra), **fields)  # type: ignore[call-overload,no-any-return]
+
+
+# --- random edits at random depth ---
+
+
+def sites(ty: Ty, path: tuple[tuple[str, int], ...] = ()) -> list[tuple[tuple[tuple[str, int], ...], Ty]]:
+    """Every node of a type tree with its path (("f", i) = field i, ("a", i) = argument i)."""
+    out = [(path, ty)]
+    for i, f in enumerate(ty.fields):
+        if f.name != TAG:
+            out += sites(f.ty, (*path, ("f", i)))
+    for i, a in enumerate(ty.args):
+        out += sites(a, (*path, ("a", i)))
+    return out
+
+
+def replace_at(ty: Ty, path: tuple[tuple[str, int], ...], new: Ty, redefault: Any) -> Ty:
+    """``ty`` with the node at ``path`` replaced; the innermost field on the path gets ``redefault``."""
+    if not path:
+        return new
+    (step, i), rest = path[0], path[1:]
+    if step == "a":
+        args = list(ty.args)
+        args[i] = replace_at(args[i], rest, new, redefault)
+        return replace(ty, args=tuple(args))
+    fields = list(ty.fields)
+    inner = any(s == "f" for s, _ in rest)
+    f = fields[i]
+    fields[i] = replace(
+        f,
+        ty=replace_at(f.ty, rest, new, redefault),
+        default=f.default if inner or f.default is REQUIRED else redefault,
+    )
+    return replace(ty, fields=tuple(fields))
+
+
+@st.composite
+def edited(draw: st.DrawFn, root: Ty, names: list[int]) -> tuple[Ty, str]:
+    # Nested models, Literals and tagged unions count thrice: the rarer edits (extra, values, members) apply there.
+    weighted = [
+        (p, n) for p, n in sites(root) for _ in range(3 if p and n.kind in ("model", "literal", "tagged") else 1)
+    ]
+    path, node = draw(st.sampled_from(weighted))
+    new, what = draw(edit(node, len(path), names, node is root))
+    redefault = draw(default_for(_innermost_field_type(replace_at(root, path, new, None), path)))
+    return replace_at(root, path, new, redefault), what
+
+
+def _innermost_field_type(root: Ty, path: tuple[tuple[str, int], ...]) -> Ty:
+    node, found = root, root
+    for step, i in path:
+        if step == "f":
+            found = node.fields[i].ty
+            node = found
+        else:
+            node = node.args[i]
+    return found
+
+
+@st.composite
+def edit(draw: st.DrawFn, node: Ty, depth: int, names: list[int], is_root: bool) -> tuple[Ty, str]:
+    # Weighted so that each kind of edit shows up many times in a few hundred pairs.
+    options = ["retype", "tweak", "tweak", "tweak"]
+    if node.kind == "model":
+        options += ["add field", "remove field", "rename field", "toggle default", "change default"]
+        options += [] if is_root else ["extra"] * 3
+    if node.cons or node.kind in ("int", "float", "str", "list"):
+        options += ["constraint"] * 4
+    if node.kind == "literal":
+        options += ["literal values"] * 4
+    if node.kind == "tagged":
+        options += ["tagged members"] * 3
+    if is_root:
+        options = [o for o in options if o not in ("retype", "tweak")]
+    what = draw(st.sampled_from(options))
+    fields = list(node.fields)
+    if what == "retype":
+        return draw(types(depth + 1, names)), what
+    if what == "tweak":
+        return draw(tweak(node)), what
+    if what == "add field":
+        free = [n for n in FIELD_NAMES if n not in {f.name for f in fields}]
+        if not free:
+            return node, "no-op"
+        ty = draw(types(depth + 1, names))
+        fields.append(Fld(draw(st.sampled_from(free)), ty, draw(default_for(ty))))
+    elif what in ("remove field", "rename field", "toggle default", "change default"):
+        choices = [i for i, f in enumerate(fields) if f.name != TAG]
+        if not choices or (what == "remove field" and len(fields) == 1):
+            return node, "no-op"
+        i = draw(st.sampled_from(choices))
+        if what == "remove field":
+            del fields[i]
+        elif what == "rename field":
+            free = [n for n in FIELD_NAMES if n not in {f.name for f in fields}]
+            if not free:
+                return node, "no-op"
+            fields[i] = replace(fields[i], name=draw(st.sampled_from(free)))
+        elif what == "toggle default":
+            default = REQUIRED if fields[i].default is not REQUIRED else draw(default_for(fields[i].ty))
+            fields[i] = replace(fields[i], default=default)
+        else:
+            fields[i] = replace(fields[i], default=draw(default_for(fields[i].ty)))
+    elif what == "extra":
+        return replace(node, extra=draw(st.sampled_from(["ignore", "forbid", "allow"]))), what
+    elif what == "constraint":
+        return draw(constraint(node)), what
+    elif what == "literal values":
+        pool = ("x", "y", "z") if isinstance(node.values[0], str) else (1, 2, 3)
+        vals = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
+        return replace(node, values=tuple(vals)), what
+    elif what == "tagged members":
+        members = list(node.args)
+        if len(members) > 2 and draw(st.booleans()):
+            del members[draw(st.integers(0, len(members) - 1))]
+        else:
+            free = [t for t in ("t1", "t2", "t3", "t4") if t not in {m.fields[0].default for m in members}]
+            members.append(draw(model(depth, names, free[0])))
+        return replace(node, args=tuple(members)), what
+    return replace(node, fields=tuple(fields)), what
+
+
+@st.composite
+def tweak(draw: st.DrawFn, node: Ty) -> Ty:
+    """A small change of type: int <-> float, list <-> set, Optional on / off, Literal <-> str, a member more."""
+    k = node.kind
+    options: list[Ty] = [Ty("any"), Ty("optional", args=(node,))] if k not in ("optional", "any") else []
+    if k == "int":
+        options += [Ty("float"), Ty("bool"), Ty("str"), Ty("union", args=(Ty("int"), Ty("str")))]
+    if k == "float":
+        options += [Ty("int"), Ty("union", args=(Ty("float"), Ty("int")))]
+    if k == "str":
+        options += [Ty("literal", values=("x", "y")), Ty("bool"), Ty("int")]
+    if k == "literal":
+        options += [Ty("str" if isinstance(node.values[0], str) else "int"), Ty("float")]
+    if k == "bool":
+        options += [Ty("int"), Ty("str")]
+    if k == "list" and node.args[0].kind in SCALARS and node.args[0].kind != "float":
+        options += [Ty("set", args=node.args), Ty("set", args=node.args), Ty("tuple", args=node.args)]
+    if k == "set":
+        options += [Ty("list", args=node.args)]
+    if k == "optional":
+        options += [node.args[0]]
+    if k == "union":
+        options += [
+            Ty("union", args=(*node.args, Ty(m))) for m in ("int", "str", "float", "bool") if Ty(m) not in node.args
+        ]
+        options += [Ty("union", args=node.args[:-1]) if len(node.args) > 2 else node.args[0]]
+    if k == "model":
+        options += [Ty("dict", args=(Ty("any"),))]
+    return draw(st.sampled_from(options)) if options else node
+
+
+@st.composite
+def constraint(draw: st.DrawFn, node: Ty) -> Ty:
+    keys = {
+        "int": ["ge", "gt", "le", "lt", "multiple_of"],
+        "float": ["ge", "gt", "le", "lt"],
+        "str": ["min_length", "max_length", "pattern"],
+        "list": ["min_length", "max_length"],
+    }.get(node.kind, [])
+    if not keys:
+        return node
+    c = dict(node.cons)
+    key = draw(st.sampled_from(keys))
+    if key in c and draw(st.booleans()):
+        del c[key]
+    elif key == "pattern":
+        c[key] = draw(st.sampled_from(list(PATTERNS)))
+    elif key == "multiple_of":
+        c[key] = draw(st.sampled_from([2, 3, 4]))
+    elif node.kind == "float":
+        _set_bound(c, key, draw(st.sampled_from([-2.5, -1.0, 0.0, 0.5, 1.0, 2.0])))
+    else:
+        _set_bound(c, key, draw(st.integers(0 if "length" in key else -3, 3)))
+    cons = _sane(tuple(sorted(c.items())), node.kind)
+    return replace(node, cons=cons) if cons or not c else node
+
+
+# --- one direction of one pair ---
+
+
+def same(sent: Any, got: Any, ty: Ty) -> bool:
+    """Whether ``got`` carries exactly the values in ``sent``, read with ``ty`` (the receiving schema's shape).
+
+    Written apart from verl-ctx's own proof on purpose: it knows the shapes from the generated types.
+    """
+    k = ty.kind
+    if k == "optional":
+        return sent is None and got is None if sent is None else same(sent, got, ty.args[0])
+    if k == "tagged" and isinstance(sent, dict) and isinstance(got, dict):
+        member = next((m for m in ty.args if m.fields[0].default == got.get(TAG)), None)
+        return member is not None and same(sent, got, member)
+    if k == "set" and type(sent) is list and type(got) is list:
+        return len(sent) == len(got) and sorted(map(_typed, sent)) == sorted(map(_typed, got))
+    if type(sent) is not type(got):
+        return False
+    if isinstance(sent, dict):
+        if k == "model":
+            declared = {f.name: f.ty for f in ty.fields}
+            return all(
+                key in got and same(v, got[key], declared.get(key, Ty("any"))) for key, v in sent.items()
+            ) and all(key in sent or key in declared for key in got)
+        values_ty = ty.args[0] if k == "dict" else Ty("any")
+        return sorted(map(_typed, sent)) == sorted(map(_typed, got)) and all(
+            same(v, got[key], values_ty) for key, v in sent.items()
+        )
+    if isinstance(sent, list):
+        items = list(ty.args) if k == "tuple" else [ty.args[0] if k == "list" else Ty("any")] * len(sent)
+        return len(sent) == len(got) and all(same(a, b, t) for a, b, t in zip(sent, got, items, strict=True))
+    if isinstance(sent, float):
+        return sent == got and math.copysign(1, sent) == math.copysign(1, got)
+    return bool(sent == got)
+
+
+def _typed(key: Any) -> tuple[str, str]:
+    return type(key).__name__, repr(key)
+
+
+def check_direction(data: st.DataObject, old_ty: Ty, new_ty: Ty, label: str, tally: list[str]) -> None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            Old, New = render(old_ty, root=True), render(new_ty, root=True)
+            old_schema, new_schema = Old.model_json_schema(), New.model_json_schema()
+    except Exception as e:  # noqa: BLE001 - an edit pydantic itself refuses to build: counted, not checked
+        _bump(f"schemas pydantic refuses to build ({type(e).__name__})", tally)
+        return
+    changes = diff_schemas(old_schema, new_schema)
+    breaking = any(c.breaking for c in changes)
+    _bump("directions checked", tally)
+    _bump("breaking verdicts" if breaking else "compatible verdicts", tally)
+    witness = None
+    for _ in range(5 if breaking else 3):
+        payload = data.draw(values(old_ty), label=f"{label} payload")
+        try:
+            instance = Old.model_validate(payload)
+        except ValidationError as e:
+            _bump("payloads the generator got wrong", tally)
+            if os.environ.get("ORACLE_DEBUG"):
+                print("GENERATOR", payload, old_ty, e)
+            continue
+        env = encode(instance)
+        sent = decode_payload(env["payload"])
+        try:
+            direct = New.model_validate(sent, strict=False, by_name=True)
+            lossless = same(sent, decode_payload(encode_payload(direct)), new_ty)
+        except ValidationError:
+            lossless = False
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SchemaSkewWarning)
+                decode(env, New)
+            decoded = True
+        except SchemaMismatchError:
+            decoded = False
+        _bump("payloads decoded", tally)
+        assert decoded == lossless, (
+            f"decode {'accepted' if decoded else 'refused'} a payload that the oracle says "
+            f"{'changes' if decoded else 'arrives unchanged'}: {sent!r}\n{changes}"
+        )
+        if not lossless and witness is None:
+            witness = sent
+        assert breaking or lossless, f"verdict compatible, but {sent!r} does not decode unchanged; changes: {changes}"
+        if breaking and not lossless:
+            break
+    if breaking and witness is None:
+        section = config_style(old_ty, data.draw(values(old_ty), label=f"{label} config"))
+        try:
+            Old.model_validate(section)
+        except ValidationError:
+            section = None
+        if section is not None:
+            try:
+                New.model_validate(section)
+            except ValidationError:
+                witness = section
+    if breaking:
+        _bump(
+            "breaking verdicts with a failing or changing payload found"
+            if witness is not None
+            else "breaking verdicts with no witness found",
+            tally,
+        )
+        if witness is None:
+            for c in changes:
+                if c.breaking:
+                    _bump(f"  no witness: {c.rule}", tally)
+
+
+@st.composite
+def schema_pairs(draw: st.DrawFn) -> tuple[Ty, Ty, str]:
+    names = [0]
+    old = replace(draw(model(0, names)), extra="forbid")  # the root is a RoleContext: extra="forbid"
+    new, what = draw(edited(old, names))
+    return old, new, what
+
+
+def _oracle(data: st.DataObject) -> None:
+    old, new, what = data.draw(schema_pairs(), label="pair")
+    tally: list[str] = []
+    check_direction(data, old, new, "old -> new", tally)
+    check_direction(data, new, old, "new -> old", tally)
+    for counter in [*tally, "pairs", f"edit: {what}"]:
+        _bump(counter)
+
+
+ORACLE_SETTINGS = settings(
+    max_examples=max(300, settings.default.max_examples),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@seed(20260514)
+@ORACLE_SETTINGS
+@given(st.data())
+def test_oracle_fixed_seed(data: st.DataObject) -> None:
+    """Generated schema pairs (fixed seed): compatible verdicts never change a decoded value; decode agrees."""
+    _oracle(data)
+
+
+@ORACLE_SETTINGS
+@given(st.data())
+def test_oracle_random_seed(data: st.DataObject) -> None:
+    """Generated schema pairs (a new seed each run): compatible verdicts never change a decoded value."""
+    _oracle(data)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _oracle_figures(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Print the oracle's figures after the module's tests (and write them where VERL_CTX_ORACLE_REPORT says)."""
+    yield
+    if not STATS:
+        return
+    lines = [f"{k}: {v}" for k, v in sorted(STATS.items())]
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # teardown output is captured otherwise
+            reporter.write_line("\noracle figures:\n  " + "\n  ".join(lines))
+    target = os.environ.get("VERL_CTX_ORACLE_REPORT")
+    if target:
+        Path(target).write_text(json.dumps(STATS, indent=2, sort_keys=True) + "\n")
