@@ -1,15 +1,33 @@
 # The two quick-start commands: `make demo` and `make test`. Both create .venv on first use.
+# `make compat` runs the compatibility matrix (docs/compatibility.md) in venvs of its own.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench schemas clean
+# The verl releases the suite is proven on: the newest in .venv, the oldest in $(VENV_VERL_OLDEST).
+VERL_NEWEST ?= 0.9.1
+VERL_OLDEST ?= 0.9.0
+VENV_VERL_OLDEST := .venv-verl$(subst .,,$(VERL_OLDEST))
+
+# Interpreters for the core and CLI suites: pyenv's newest 3.X.*, else python3.X on PATH. Override with
+# e.g. `make compat PY310=/usr/bin/python3.10`.
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
+newest_python = $(or $(shell ls -d $(PYENV_ROOT)/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -V | tail -n 1),$(shell command -v python$(1) 2>/dev/null))
+PY310 ?= $(call newest_python,3.10)
+PY312 ?= $(call newest_python,3.12)
+
+# The core and CLI suites import no verl module: the CLI composes verl's Hydra config from verl's files and
+# checks that ray can be found. So their venvs get ray and verl without its dependencies, hence without torch
+# (for Python 3.10 and 3.12 PyPI's torch is a multi-GB CUDA build; the CPU build on disk is for 3.11).
+CORE_SUITES := tests/core tests/cli
+
+.PHONY: demo test lint typecheck pytest bench schemas compat compat-verl-oldest compat-py310 compat-py312 clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[dev]' 'verl==$(VERL_NEWEST)'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -34,5 +52,46 @@ schemas: $(STAMP)
 	$(BIN)/verl-ctx schema export -s examples.custom_recipe.contexts -o schemas/examples
 	$(BIN)/verl-ctx schema envelope -o schemas/envelope.schema.json
 
+# --- compatibility matrix ------------------------------------------------------------------------------
+compat: compat-verl-oldest compat-py310 compat-py312
+
+# The whole suite again, on the oldest supported verl (Python of .venv).
+$(VENV_VERL_OLDEST)/.installed: pyproject.toml
+	test -x $(VENV_VERL_OLDEST)/bin/python || $(PY) -m venv $(VENV_VERL_OLDEST)
+	$(VENV_VERL_OLDEST)/bin/python -m pip install -q --upgrade pip
+	$(VENV_VERL_OLDEST)/bin/python -m pip install -q -e '.[dev]' 'verl==$(VERL_OLDEST)'
+	touch $@
+
+compat-verl-oldest: $(VENV_VERL_OLDEST)/.installed
+	$(VENV_VERL_OLDEST)/bin/python -c 'import importlib.metadata as m; print("verl", m.version("verl"))'
+	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q
+
+# The core and CLI suites on Python 3.10 and 3.12 (.venv has the project's default Python). $(1): 310 or 312.
+define py_venv
+	@py='$(PY$(1))'; want='$(subst 31,3.1,$(1))'; \
+	if [ -z "$$py" ] || ! "$$py" -c "import sys; assert '%d.%d' % sys.version_info[:2] == '$$want'" 2>/dev/null; then \
+		echo "make compat: no Python $$want found (looked in $(PYENV_ROOT)/versions and for python$$want on PATH)."; \
+		echo "Install it (pyenv install $$want) or name it: make compat PY$(1)=/path/to/python$$want"; exit 1; \
+	fi; test -x .venv-py$(1)/bin/python || (set -x; "$$py" -m venv .venv-py$(1))
+	.venv-py$(1)/bin/python -m pip install -q --upgrade pip
+	.venv-py$(1)/bin/python -m pip install -q -e '.[test]' 'ray>=2.41'
+	.venv-py$(1)/bin/python -m pip install -q --no-deps 'verl==$(VERL_NEWEST)'
+	touch .venv-py$(1)/.installed
+endef
+
+.venv-py310/.installed: pyproject.toml
+	$(call py_venv,310)
+
+.venv-py312/.installed: pyproject.toml
+	$(call py_venv,312)
+
+compat-py310: .venv-py310/.installed
+	.venv-py310/bin/python -c 'import sys; print(sys.version)'
+	.venv-py310/bin/python -m pytest -q $(CORE_SUITES)
+
+compat-py312: .venv-py312/.installed
+	.venv-py312/bin/python -c 'import sys; print(sys.version)'
+	.venv-py312/bin/python -m pytest -q $(CORE_SUITES)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VENV_VERL_OLDEST) .venv-py310 .venv-py312 .mypy_cache .ruff_cache .pytest_cache

@@ -169,3 +169,23 @@ def test_urls_addresses_extras_and_dataclasses_round_trip() -> None:
     assert back == ctx
     assert back.loose.model_extra == {"surprise": [1, 2]}
     assert back.window.start.utcoffset() == dt.timedelta(hours=9, minutes=30)
+
+
+def test_datetimes_inside_generic_fields_keep_their_offsets() -> None:
+    """``list``/``dict``/``tuple`` fields of aware datetimes keep +05:30 (Python 3.10 took ``list[datetime]`` for a
+    class and sent the offset as +00:00)."""
+    from verl_ctx import ContextRegistry, RoleContext
+
+    class Stamped(RoleContext, role="critic", registry=ContextRegistry()):
+        stamps: list[dt.datetime]
+        by_name: dict[str, dt.datetime]
+        window: tuple[dt.datetime, dt.datetime]
+        maybe: list[dt.datetime] | None = None
+
+    ist = dt.timezone(dt.timedelta(hours=5, minutes=30))
+    at = dt.datetime(2026, 3, 1, 8, 15, tzinfo=ist)
+    ctx = Stamped(stamps=[at], by_name={"start": at}, window=(at, at), maybe=[at])
+    back = decode(encode(ctx), Stamped)
+    offsets = [back.stamps[0], back.by_name["start"], *back.window, *(back.maybe or [])]
+    assert [s.utcoffset() for s in offsets] == [dt.timedelta(hours=5, minutes=30)] * 5
+    assert back == ctx

@@ -51,7 +51,10 @@ def test_restarted_worker_decodes_the_same_context(ray_cluster: None) -> None:
     before = ray.get(actor.report.remote())
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actor.crash.remote())
-    after = ray.get(actor.report.remote())
+    # Called while the actor restarts, a plain call fails ("The actor is restarting"). With retries, Ray holds
+    # the call until the restarted actor is alive (its constructor, the decode, has run) and sends it there;
+    # were the actor dead for good, it would fail instead of waiting.
+    after = ray.get(actor.report.options(max_task_retries=-1).remote(), timeout=120)
     ray.kill(actor)
     assert after["pid"] != before["pid"]
     assert {k: v for k, v in after.items() if k != "pid"} == {k: v for k, v in before.items() if k != "pid"}
