@@ -17,12 +17,14 @@ modules to import. Inside the TaskRunner process, before verl looks anything up,
 from __future__ import annotations
 
 import importlib
+import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..._envelope import attach
 from ..._lint import lint_extra_context
 from ._binding import bind_role_worker_mapping, bound_envelopes, carrying, resolve_worker_classes
+from ._checkpoint import ContextCheckpointMixin
 
 __all__ = [
     "ContextTaskRunnerMixin",
@@ -37,6 +39,8 @@ WORKERS_ATTR = "__verl_ctx_workers__"
 IMPORTS_ATTR = "__verl_ctx_imports__"
 #: ``{"dir": ...}`` on a TaskRunner or trainer that rehearses (``_rehearsal``), else absent.
 REHEARSAL_ATTR = "__verl_ctx_rehearsal__"
+#: The name ``main_ppo_v0.TaskRunner.run`` builds its trainer by (verl 0.9.1, main_ppo_v0.py:218).
+LEGACY_TRAINER = "RayPPOTrainer"
 
 
 class ContextTrainerMixin:
@@ -160,7 +164,7 @@ def bound_trainer_cls(
                 self.resource_pool_manager = rehearsal_pool_manager(self.resource_pool_manager)
 
         attrs["_init_resource_pool_mgr"] = _init_resource_pool_mgr
-    return carrying(trainer_cls, envelopes, mixins=(ContextTrainerMixin,), **attrs)
+    return carrying(trainer_cls, envelopes, mixins=(ContextTrainerMixin, ContextCheckpointMixin), **attrs)
 
 
 def _legacy_task_runner() -> type:
@@ -168,12 +172,25 @@ def _legacy_task_runner() -> type:
 
     ``main_ppo_v0.TaskRunner`` is a ``ray.remote`` class, so its plain class is not importable by name and a
     subclass of it would be pickled with a copy of it; its ``run`` uses no ``super()``, so we borrow it instead.
+    That ``run`` builds ``RayPPOTrainer(...)`` by its module-global name and offers no way to choose the class,
+    so it runs with that one name bound to our trainer subclass (in a copy of its globals: verl's module is
+    left untouched), which saves and checks contexts with checkpoints.
     """
-    from verl.trainer.main_ppo_v0 import BaseTaskRunner, TaskRunner
+    from verl.trainer.main_ppo_v0 import BaseTaskRunner
 
     class LegacyTaskRunner(BaseTaskRunner):  # type: ignore[misc]
         def run(self, config: Any) -> Any:
-            return TaskRunner.__ray_actor_class__.run(self, config)
+            return self._verl_run()(self, config)
+
+        def _verl_run(self) -> Any:
+            from verl.trainer.main_ppo_v0 import TaskRunner
+
+            verl_run = TaskRunner.__ray_actor_class__.run
+            trainer = bound_trainer_cls(verl_run.__globals__[LEGACY_TRAINER], bound_envelopes(type(self)))
+            rebound = {**verl_run.__globals__, LEGACY_TRAINER: trainer}
+            return types.FunctionType(
+                verl_run.__code__, rebound, verl_run.__name__, verl_run.__defaults__, verl_run.__closure__
+            )
 
     return LegacyTaskRunner
 

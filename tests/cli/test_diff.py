@@ -1,0 +1,145 @@
+"""`verl-ctx diff` through the real console script: a checkpoint's saved contexts against a config or a checkpoint."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import CONTEXTS, REPO, Run
+
+pytest.importorskip("hydra")
+
+OLD_SECRET = "sk-old-4f1e9a77c2"
+NEW_SECRET = "sk-new-b83d05e6aa"
+
+# Writes a checkpoint's contexts the way the trainer does (Snapshot.write), from verl's config + overrides.
+SAVE = """
+    import sys
+    import my_ctx  # noqa: F401  (registers the schemas)
+    from verl_ctx import validate
+    from verl_ctx.integrations.verl import compose_config
+    from verl_ctx.integrations.verl._checkpoint import Snapshot
+
+    out, salt, *overrides = sys.argv[1:]
+    contexts = validate(compose_config(overrides), overrides=overrides)
+    snapshot = Snapshot.of(contexts, salt=None if salt == "-" else bytes.fromhex(salt))
+    snapshot.write(out, global_step=int(out.rsplit("_", 1)[1]))
+"""
+
+
+@pytest.fixture
+def save(tmp_path: Path, write: Callable[[str, str], Path]) -> Callable[..., Path]:
+    """``save(step, *overrides, salt="-", run="run")``: a global_step_N directory with saved contexts."""
+    write("my_ctx.py", CONTEXTS)
+    script = write("save_ckpt.py", SAVE)
+
+    def _save(step: int, *overrides: str, salt: str = "-", run: str = "run") -> Path:
+        out = tmp_path / run / f"global_step_{step}"
+        env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"}
+        subprocess.run(
+            [sys.executable, str(script), str(out), salt, *overrides], cwd=tmp_path, env=env, check=True, timeout=120
+        )
+        return out
+
+    return _save
+
+
+BASE = ("+extra_context.critic.value_clip=0.3", f"+extra_context.reward.token={OLD_SECRET}")
+
+
+def test_same_config_exits_zero(run_cli: Run, save: Callable[..., Path]) -> None:
+    """The config a checkpoint was saved from, given again: exit 0, "same contexts"."""
+    ckpt = save(3, *BASE)
+    res = run_cli("diff", str(ckpt), "-s", "my_ctx", *BASE)
+    assert res.code == 0, res.out + res.err
+    assert "same contexts (2 role(s))" in res.out
+
+
+def test_changed_value_and_secret_are_listed_and_no_secret_is_printed(run_cli: Run, save: Callable[..., Path]) -> None:
+    """A changed value and a changed secret exit 1, each named with old -> new; neither secret appears anywhere."""
+    ckpt = save(3, *BASE)
+    changed = ("+extra_context.critic.value_clip=0.5", f"+extra_context.reward.token={NEW_SECRET}")
+    res = run_cli("diff", str(ckpt), "-s", "my_ctx", *changed)
+    assert res.code == 1, res.out + res.err
+    assert "2 differences:" in res.out
+    assert "[critic] value_clip: 0.3 -> 0.5" in res.out
+    assert '[reward] token: "**********" -> "**********" (secret changed)' in res.out
+    as_json = run_cli("diff", str(ckpt), "-s", "my_ctx", "--format", "json", *changed)
+    assert as_json.code == 1
+    body = as_json.json()
+    assert body["same"] is False
+    assert {(c["role"], c["path"], c["old"], c["new"], c["note"]) for c in body["changes"]} == {
+        ("critic", "value_clip", 0.3, 0.5, ""),
+        ("reward", "token", "**********", "**********", "secret changed"),
+    }
+    for out in (res, as_json):
+        for secret in (OLD_SECRET, NEW_SECRET):
+            assert secret not in out.out + out.err
+
+
+def test_a_run_directory_means_its_latest_checkpoint(run_cli: Run, save: Callable[..., Path]) -> None:
+    """Given trainer.default_local_dir, diff reads the checkpoint resume_mode=auto would resume from."""
+    save(2, "+extra_context.critic.value_clip=0.1")
+    latest = save(4, *BASE)
+    (latest.parent / "latest_checkpointed_iteration.txt").write_text("4")
+    res = run_cli("diff", str(latest.parent), "-s", "my_ctx", *BASE)
+    assert res.code == 0, res.out + res.err
+    assert f"checkpoint {latest} (step 4)" in res.out
+
+
+def test_two_checkpoints_of_one_run_compare_secrets_too(run_cli: Run, save: Callable[..., Path]) -> None:
+    """--against: checkpoints sharing a run's salt compare every value, secrets by digest."""
+    salt = "00" * 16
+    old = save(2, *BASE, salt=salt)
+    new = save(4, "+extra_context.critic.value_clip=0.3", f"+extra_context.reward.token={NEW_SECRET}", salt=salt)
+    res = run_cli("diff", str(old), "--against", str(new), "--format", "json")
+    assert res.code == 1, res.out + res.err
+    (change,) = res.json()["changes"]
+    assert (change["path"], change["note"]) == ("token", "secret changed")
+    assert run_cli("diff", str(old), "--against", str(old)).code == 0
+
+
+def test_checkpoints_of_two_runs_cannot_compare_secrets_and_say_so(run_cli: Run, save: Callable[..., Path]) -> None:
+    """Different runs seal secrets under different salts: values are compared, secrets are noted as not comparable."""
+    old = save(2, *BASE, run="a")
+    new = save(2, "+extra_context.critic.value_clip=0.4", f"+extra_context.reward.token={NEW_SECRET}", run="b")
+    res = run_cli("diff", str(old), "--against", str(new))
+    assert res.code == 1, res.out + res.err
+    assert "[critic] value_clip: 0.3 -> 0.4" in res.out
+    assert "[reward] secret values not compared: the two checkpoints come from different runs" in res.out
+    assert "token" not in res.out.split("difference:")[1]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diff", "nowhere", "-s", "my_ctx"],
+        ["diff", "."],
+        ["diff", "CKPT"],
+        ["diff", "CKPT", "--against", "CKPT", "+extra_context.critic.value_clip=0.5"],
+    ],
+    ids=["missing-dir", "no-saved-contexts", "nothing-to-compare-with", "against-and-config"],
+)
+def test_usage_errors_exit_two(run_cli: Run, save: Callable[..., Path], args: list[str]) -> None:
+    """A path without saved contexts, or inputs that do not say what to compare with, is a usage error (exit 2)."""
+    ckpt = save(1, *BASE)
+    res = run_cli(*[str(ckpt) if a == "CKPT" else a for a in args])
+    assert res.code == 2, res.out + res.err
+    assert "usage error:" in res.err
+
+
+def test_a_corrupt_saved_file_is_a_usage_error_without_traceback(run_cli: Run, save: Callable[..., Path]) -> None:
+    """An envelopes.json that is not one (edited, truncated, hostile) is refused with the file named, exit 2."""
+    ckpt = save(1, *BASE)
+    saved = ckpt / "verl_ctx" / "envelopes.json"
+    text = saved.read_text()
+    for broken in (text[: len(text) // 2], text.replace('"verl-ctx:1:', '"verl-ctx:1:AAAA'), "[]"):
+        saved.write_text(broken)
+        res = run_cli("diff", str(ckpt), "-s", "my_ctx", *BASE)
+        assert res.code == 2, res.out + res.err
+        assert f"cannot read the contexts saved with checkpoint {ckpt}" in res.err
+        assert "Traceback" not in res.err
