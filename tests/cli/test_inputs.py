@@ -193,3 +193,23 @@ def test_help_lists_the_exit_codes(run_cli: Run) -> None:
     assert res.code == 0
     assert "Exit codes:" in res.out
     assert "130" in res.out
+
+
+def test_accept_context_change_reaches_the_config_verl_gets(
+    ctx_module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--accept-context-change sets verl_ctx_accept_change in the config handed to launch (which needs GPUs)."""
+    from click.testing import CliRunner
+
+    from verl_ctx.cli._main import cli
+    from verl_ctx.integrations.verl import _launch
+
+    seen: list[object] = []
+    monkeypatch.setattr(_launch, "launch", lambda config, *a, **k: seen.append(config.get("verl_ctx_accept_change")))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for flag, expected in (("--accept-context-change", True), (None, None)):
+        args = ["run", "-s", ctx_module, *([flag] if flag else [])]
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert seen.pop() == expected

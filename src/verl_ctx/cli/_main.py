@@ -319,6 +319,11 @@ def _workers(specs: tuple[str, ...]) -> dict[str, str]:
     help="Payloads above N bytes go through Ray's object store (default 8 MiB).",
 )
 @click.option(
+    "--accept-context-change",
+    is_flag=True,
+    help="Resume from a checkpoint whose contexts differ from this launch's (the change is recorded).",
+)
+@click.option(
     "--traceback", "show_traceback", is_flag=True, help="Show verl's full traceback when it refuses the launch."
 )
 @_exits
@@ -329,6 +334,7 @@ def run(
     rehearse: bool,
     fmt: str,
     offload_bytes: int | None,
+    accept_context_change: bool,
     show_traceback: bool,
 ) -> None:
     workers = _workers(worker_specs)
@@ -346,6 +352,10 @@ def run(
     from ..integrations.verl._store import DEFAULT_OFFLOAD_BYTES
 
     resolve_worker_classes(workers)  # fail here, not in the TaskRunner, on a class that cannot be imported
+    if accept_context_change:
+        from ..integrations.verl._checkpoint import accept_context_change as accept
+
+        accept(checked.config)
     all_imports = (*inputs.modules, *imports)
     threshold = offload_bytes or DEFAULT_OFFLOAD_BYTES
     click.echo(render.launch_plan(checked.contexts, checked.config, workers, all_imports, threshold))
