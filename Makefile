@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	RAY_AUTH_MODE=disabled $(BIN)/verl-ctx demo
+	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m examples.custom_recipe.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
