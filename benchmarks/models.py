@@ -5,7 +5,8 @@ sub-models. L: a 100,000-row table of small sub-models (a curriculum or prompt-w
 
 Each set of pydantic classes is defined by ``_define()``. Called at import time, its classes are made
 importable here (pickled by reference, as from a recipe's module); ``by_value_models()`` defines fresh ones
-that cloudpickle must send by value, as it does for classes in a driver script's ``__main__``.
+that cloudpickle must send by value, as it does for classes in a driver script's ``__main__``;
+``pydantic_path_models()`` the same schemas with ``compiled=False`` (verl-ctx's pydantic path, for comparison).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ L_ROWS = 100_000
 _T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _define() -> dict[str, Any]:
+def _define(compiled: bool = True) -> dict[str, Any]:
     registry = ContextRegistry("benchmarks")
 
     class Stage(enum.Enum):
@@ -33,7 +34,7 @@ def _define() -> dict[str, Any]:
         MAIN = "main"
         COOLDOWN = "cooldown"
 
-    class Small(RoleContext, role="small", registry=registry):
+    class Small(RoleContext, role="small", registry=registry, compiled=compiled):
         lr_scale: float = 1.0
         kl_coef: float = 0.01
         clip_low: float = 0.2
@@ -64,7 +65,7 @@ def _define() -> dict[str, Any]:
         steps: int
         tags: list[str]
 
-    class Medium(RoleContext, role="medium", registry=registry):
+    class Medium(RoleContext, role="medium", registry=registry, compiled=compiled):
         experiment: str
         created: dt.datetime
         owner: uuid.UUID
@@ -77,7 +78,7 @@ def _define() -> dict[str, Any]:
         weight: float
         source: str
 
-    class Large(RoleContext, role="large", registry=registry):
+    class Large(RoleContext, role="large", registry=registry, compiled=compiled):
         rows: list[Row] = Field(default_factory=list)
 
     return {"Stage": Stage, "Small": Small, "Phase": Phase, "Medium": Medium, "Row": Row, "Large": Large}
@@ -97,6 +98,11 @@ IMPORTABLE = _make_importable(_define())
 def by_value_models() -> dict[str, Any]:
     """Fresh classes cloudpickle cannot import by name, so it pickles them by value (as for ``__main__``)."""
     return _define()
+
+
+def pydantic_path_models() -> dict[str, Any]:
+    """The same schemas with ``compiled=False``: every decode validates through pydantic."""
+    return _define(compiled=False)
 
 
 # --- the limit: the same shapes as msgspec Structs, no pydantic -------------------------------------

@@ -11,6 +11,8 @@ from verl_ctx import encode
 
 from .timing import fmt_seconds, table
 
+TITLE = "Ray delivery (real verl RayWorkerGroup on CPU)"
+
 MIB = 1024 * 1024
 
 
@@ -39,9 +41,9 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     from verl.single_controller.ray import RayClassWithInitArgs
     from verl.trainer.ppo.utils import Role
     from verl.workers.config import TrainingWorkerConfig
-
     from verl_ctx.demo.contexts import DemoCriticContext
     from verl_ctx.demo.workers import BoundaryTrainingWorker
+
     from verl_ctx.integrations.verl import bind_role_worker_mapping, bind_worker_cls, offload_large
 
     from .probes import RawDictTrainingWorker, TableProbe, table_context

@@ -9,6 +9,8 @@ from verl_ctx import decode, encode
 from .models import IMPORTABLE, large_rows
 from .timing import fmt_seconds, median_seconds, table
 
+TITLE = "Scaling with table size"
+
 
 def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     sizes = [10**3, 10**4, 10**5] + ([] if quick else [10**6])

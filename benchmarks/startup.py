@@ -11,6 +11,8 @@ from pathlib import Path
 
 from .timing import fmt_seconds, table
 
+TITLE = "Start-up: import and pre-launch validation (fresh processes)"
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -34,7 +34,9 @@ import msgspec
 from pydantic import BaseModel, SecretBytes, SecretStr
 from pydantic_core import PydanticSerializationError, SchemaValidator, to_jsonable_python
 
-__all__ = ["decode_payload", "encode_payload", "fail_fast_validator", "paused_gc"]
+from ._compiled import encoder_for, encoders
+
+__all__ = ["datetime_fields", "decode_payload", "encode_payload", "fail_fast_validator", "paused_gc"]
 
 
 EXT_AWARE_DATETIME = 1
@@ -61,6 +63,11 @@ def _plan(cls: type[BaseModel]) -> tuple[tuple[str, ...], bool]:
     fields = tuple(name for name, info in cls.model_fields.items() if _may_hold_datetime(info.annotation))
     plan = _plans[cls] = (fields, cls.model_config.get("extra") == "allow")
     return plan
+
+
+def datetime_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of ``cls`` the encoder's hook looks at for datetimes with a non-UTC offset, in its order."""
+    return (_plans.get(cls) or _plan(cls))[0]
 
 
 def _model_dict(obj: BaseModel, plan: tuple[tuple[str, ...], bool]) -> dict[str, Any]:
@@ -154,6 +161,11 @@ _encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
 
 def encode_payload(instance: BaseModel) -> bytes:
     """MessagePack bytes of ``instance``'s field values; raises ``UnencodableError``."""
+    cls = type(instance)
+    compiled = encoders[cls] if cls in encoders else encoder_for(cls)
+    if compiled is not None:
+        # A generated pre-pass hands msgspec the dicts the hook would return, without a hook call per model.
+        return compiled(instance)
     try:
         return _encoder.encode(instance)
     except OverflowError:

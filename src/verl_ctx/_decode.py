@@ -22,6 +22,7 @@ import msgspec
 from pydantic import BaseModel, ValidationError
 
 from ._codec import GC_PAUSE_BYTES, decode_payload, encode_payload, fail_fast_validator, paused_gc
+from ._compiled import Refused, decoder_for, decoders
 from ._envelope import DEFAULT_MAX_BYTES, check_fields
 from ._field_errors import field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, schema_info
@@ -94,6 +95,14 @@ def decode(
 
 def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: bytes) -> tuple[_C, Any]:
     """Parse the payload, migrate it if the driver's schema is older, validate it into ``schema``."""
+    if env["fingerprint"] == info.fingerprint and env["schema_version"] == info.version:
+        compiled = decoders[schema] if schema in decoders else decoder_for(schema)
+        if compiled is not None and env["schema_id"] == info.schema_id:
+            try:
+                # msgspec checks in C what pydantic would (verl_ctx._compiled); what it refuses, pydantic decides.
+                return compiled(payload), None
+            except Refused:
+                pass
     role = env["role"]
     try:
         data = decode_payload(payload)

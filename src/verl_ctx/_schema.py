@@ -60,7 +60,9 @@ class RoleContext(BaseModel):
 
     ``role`` may be a tuple to share one schema between several roles. A subclass without ``role`` is an
     abstract base and is not registered. ``registry=`` registers into an isolated ``ContextRegistry``
-    instead of the default one.
+    instead of the default one. ``compiled=False`` keeps the class (and its subclasses) off the compiled codec
+    path (``verl_ctx._compiled``): every decode then goes through pydantic's validator, as for a schema that does
+    not qualify. The answers are the same either way; it is an escape hatch, not a setting to tune.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -68,6 +70,7 @@ class RoleContext(BaseModel):
     __verl_ctx_roles__: ClassVar[tuple[str, ...]] = ()
     __verl_ctx_version__: ClassVar[int] = 1
     __verl_ctx_migrations__: ClassVar[Mapping[int, Migration]] = {}
+    __verl_ctx_compiled__: ClassVar[bool] = True
 
     @classmethod
     def __pydantic_init_subclass__(
@@ -76,11 +79,16 @@ class RoleContext(BaseModel):
         role: str | tuple[str, ...] | None = None,
         version: int = 1,
         registry: ContextRegistry | None = None,
+        compiled: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise SchemaDefinitionError(f"{qualified_name(cls)}: version= takes an int >= 1; got {version!r}")
+        if compiled is not None:  # None: inherited from the base class
+            if not isinstance(compiled, bool):
+                raise SchemaDefinitionError(f"{qualified_name(cls)}: compiled= takes True or False; got {compiled!r}")
+            cls.__verl_ctx_compiled__ = compiled
         cls.__verl_ctx_version__ = version
         cls.__verl_ctx_migrations__ = _collect_migrations(cls, version)
         if role is None:
@@ -90,9 +98,31 @@ class RoleContext(BaseModel):
         (default_registry if registry is None else registry).register(cls)
 
     @classmethod
+    def model_rebuild(
+        cls,
+        *,
+        force: bool = False,
+        raise_errors: bool = True,
+        _parent_namespace_depth: int = 2,
+        _types_namespace: Any = None,
+    ) -> bool | None:
+        """pydantic's ``model_rebuild``; a rebuilt schema is compiled again (``verl_ctx._compiled``)."""
+        from ._compiled import forget
+
+        try:
+            return super().model_rebuild(
+                force=force,
+                raise_errors=raise_errors,
+                _parent_namespace_depth=_parent_namespace_depth + 1,  # this frame sits between the caller and pydantic
+                _types_namespace=_types_namespace,
+            )
+        finally:
+            forget(cls)
+
+    @classmethod
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # pydantic hands class keywords to both hooks; ours are consumed in __pydantic_init_subclass__.
-        for key in ("role", "version", "registry"):
+        for key in ("role", "version", "registry", "compiled"):
             kwargs.pop(key, None)
         super().__init_subclass__(**kwargs)
 

@@ -132,7 +132,13 @@ def find_envelope(
             return check_envelope(obj)  # the hot path: an envelope itself
         slot = obj.get(RESERVED_KEY)
         if type(slot) is dict:  # the worker's hot path: an extra_context dict
-            found = _entry(slot, roles, "verl_ctx", role_given)
+            if len(roles) == 1:
+                # One role: no ambiguity to report, and an envelope (a plain dict) needs no resolving.
+                found = slot.get(roles[0])
+                if type(found) is dict and FORMAT_KEY in found:
+                    return check_envelope(found)
+            else:
+                found = _entry(slot, roles, "verl_ctx", role_given)
             if found is not None:
                 return _resolve(found, max_bytes)
     entry = _direct(obj)
