@@ -36,7 +36,14 @@ from pydantic_core import PydanticSerializationError, SchemaValidator, to_jsonab
 
 from ._compiled import encoder_for, encoders
 
-__all__ = ["datetime_fields", "decode_payload", "encode_payload", "fail_fast_validator", "paused_gc"]
+__all__ = [
+    "datetime_fields",
+    "decode_payload",
+    "encode_payload",
+    "fail_fast_validator",
+    "paused_gc",
+    "without_excess_keys",
+]
 
 
 EXT_AWARE_DATETIME = 1
@@ -203,8 +210,40 @@ def fail_fast_validator(model: type[BaseModel]) -> SchemaValidator:
     validator = _fail_fast.get(model)
     if validator is None:
         schema = _with_fail_fast(model.__pydantic_core_schema__)
-        validator = _fail_fast[model] = SchemaValidator(schema, model.__pydantic_core_schema__.get("config"))
+        config = model.__pydantic_core_schema__.get("config")
+        try:
+            # pydantic-core reuses the validator a model class already has for any model schema it meets (the
+            # top level included), which would drop every fail_fast set here: build this one from the schema.
+            validator = SchemaValidator(schema, config, _use_prebuilt=False)
+        except TypeError:  # a pydantic-core without the switch (before 2.11's prebuilt reuse of the top level)
+            validator = SchemaValidator(schema, config)
+        _fail_fast[model] = validator
     return validator
+
+
+def without_excess_keys(data: dict[Any, Any], model: type[BaseModel], keep: int) -> tuple[dict[Any, Any], int]:
+    """``data`` without its unknown keys past the first ``keep``, and how many were left out.
+
+    Model fields do not fail fast: pydantic reports every unknown key, so a payload of millions of them would cost
+    millions of error records. It reports field errors first, then unknown keys in input order, so the first errors
+    are the same with the rest left out; only their count is added back by the caller. Models that ignore unknown
+    keys (nothing to report) or keep them (they are data), and models with aliases, are left as they are.
+    """
+    fields = model.model_fields
+    if len(data) <= len(fields) + keep or model.model_config.get("extra") != "forbid":
+        return data, 0
+    if any(f.alias is not None or f.validation_alias is not None for f in fields.values()):
+        return data, 0
+    kept: dict[Any, Any] = {}
+    unknown = 0
+    for key, value in data.items():
+        if key in fields:
+            kept[key] = value
+        else:
+            unknown += 1
+            if unknown <= keep:
+                kept[key] = value
+    return kept, max(0, unknown - keep)
 
 
 def _with_fail_fast(node: Any) -> Any:

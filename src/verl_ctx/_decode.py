@@ -21,10 +21,17 @@ from typing import Any, TypeVar
 import msgspec
 from pydantic import BaseModel, ValidationError
 
-from ._codec import GC_PAUSE_BYTES, decode_payload, encode_payload, fail_fast_validator, paused_gc
+from ._codec import (
+    GC_PAUSE_BYTES,
+    decode_payload,
+    encode_payload,
+    fail_fast_validator,
+    paused_gc,
+    without_excess_keys,
+)
 from ._compiled import Refused, decoder_for, decoders
 from ._envelope import DEFAULT_MAX_BYTES, check_fields
-from ._field_errors import field_errors
+from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, schema_info
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
@@ -116,7 +123,12 @@ def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: 
     same_shape = env["schema_version"] == info.version and env["fingerprint"] == info.fingerprint
     if env["schema_version"] != info.version:
         data = _upgrade(env, info, data, schema.__verl_ctx_migrations__)
-    validator = schema.__pydantic_validator__ if len(payload) <= FAIL_FAST_BYTES else fail_fast_validator(schema)
+    validator, checked, dropped = schema.__pydantic_validator__, data, 0
+    if len(payload) > FAIL_FAST_BYTES:
+        # Bounded errors for hostile payloads: containers stop at their first bad item, and unknown keys past the
+        # first MAX_ERRORS are only counted (pydantic would build an error record for each).
+        validator = fail_fast_validator(schema)
+        checked, dropped = without_excess_keys(data, schema, MAX_ERRORS)
     # Errors are turned into ours outside the except block: pydantic's error holds the input values (secrets
     # too), and an exception raised inside the block would keep it as __context__.
     failure: list[FieldError] | None = None
@@ -124,10 +136,11 @@ def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: 
     try:
         # Lax and by field name: the driver validated these values already; the worker re-checks them
         # against its own schema and rebuilds exact types (tuples, enums, UUIDs) from msgpack's plain ones.
-        return validator.validate_python(data, strict=False, by_name=True), data
+        return validator.validate_python(checked, strict=False, by_name=True), data
     except ValidationError as e:
         try:
             failure, omitted = field_errors(e, role=role, schema=schema)
+            omitted += dropped
         except RecursionError:
             failure = None
     except RecursionError:
