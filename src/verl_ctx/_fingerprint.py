@@ -21,13 +21,16 @@ exactly which of them differ from the driver's. ``strip_docs`` and ``inline_refs
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import enum
 import functools
 import hashlib
+import inspect
 import json
 import math
 import re
+import textwrap
 import threading
 import types
 from collections.abc import Mapping
@@ -430,6 +433,9 @@ def _code_of(fn: Any, seen: set[int]) -> Any:
             "keywords": {k: _const(v, fn, seen) for k, v in fn.keywords.items()},
         }
     if isinstance(fn, types.FunctionType):
+        if (fn.__module__ or "").partition(".")[0] in _LIBRARIES:
+            # A library's own function (pydantic's SecretStr serializer, ...): its name says what it does.
+            return {"library": f"{fn.__module__}.{fn.__qualname__}"}
         key = id(fn)  # only a recursion guard within this walk; never part of the digest
         if key in seen:
             return {"recursive": fn.__qualname__}
@@ -437,7 +443,7 @@ def _code_of(fn: Any, seen: set[int]) -> Any:
         try:
             return {
                 "name": fn.__qualname__,
-                "code": _code_object(fn.__code__, fn.__doc__),
+                "code": _source_of(fn) or _code_object(fn.__code__, fn.__doc__),
                 "defaults": [_const(v, fn, seen) for v in fn.__defaults__ or ()],
                 "kwdefaults": {k: _const(v, fn, seen) for k, v in (fn.__kwdefaults__ or {}).items()},
                 "closure": [_cell(c, fn, seen) for c in fn.__closure__ or ()],
@@ -459,6 +465,34 @@ def _code_of(fn: Any, seen: set[int]) -> Any:
         "state": {k: _const(v, None, seen) for k, v in sorted(state.items())} if isinstance(state, dict) else None,
         "repr": None if state else _ADDRESS.sub("", repr(fn)),
     }
+
+
+# Packages whose functions are named, not read: their code is not the user's schema (and differs by version).
+_LIBRARIES = frozenset({"pydantic", "pydantic_core", "annotated_types", "typing_extensions", "msgspec", "verl_ctx"})
+
+
+def _source_of(fn: types.FunctionType) -> str | None:
+    """``fn``'s source, normalised (docstrings and comments dropped, layout canonical), or None if unavailable.
+
+    Source, not bytecode: bytecode differs between Python 3.10, 3.11 and 3.12, and a driver and its workers (or
+    a lock file and today's code) may run different ones. Code without source (typed at a prompt, generated,
+    or a lambda the parser cannot isolate) falls back to its bytecode.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
 
 
 def _code_object(code: types.CodeType, doc: str | None) -> Any:

@@ -212,17 +212,26 @@ def _resolve(entry: object, max_bytes: int) -> dict[str, Any]:
         entry = dict(entry)  # a DictConfig node or another mapping: plain data from here on
     if isinstance(entry, Mapping) and REF_KEY in entry:
         ref = check_ref(entry)
-        return check_envelope(_resolver(ref["verl_ctx_remote"])(ref))
+        return check_envelope(_resolver(ref)(ref))
     return check_envelope(entry)
 
 
-def _resolver(ref_format: int) -> Callable[[dict[str, Any]], object]:
+def _resolver(ref: dict[str, Any]) -> Callable[[dict[str, Any]], object]:
+    ref_format = ref["verl_ctx_remote"]
     resolver = _ref_resolvers.get(ref_format)
     if resolver is None:
         raise EnvelopeError(f"no resolver for store references of format {ref_format}")
     if isinstance(resolver, str):
         module, _, name = resolver.partition(":")
-        resolver = _ref_resolvers[ref_format] = getattr(importlib.import_module(module), name)
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as e:  # Ray or verl is not installed in this process
+            raise MissingContextError(
+                f"[{ref['role']}] the context was sent by reference through Ray's object store, which this process "
+                f"cannot reach: {e}",
+                role=ref["role"],
+            ) from None
+        resolver = _ref_resolvers[ref_format] = getattr(loaded, name)
     return resolver
 
 

@@ -537,7 +537,9 @@ def values(ty: Ty) -> st.SearchStrategy[Any]:
             allow_nan=False,
         )
     if ty.kind == "str":
-        lo, hi = c.get("min_length", 0), c.get("max_length", 4)
+        lo, hi = c.get("min_length", 0), c.get("max_length", max(4, c.get("min_length", 0)))
+        if lo > hi:
+            return st.nothing()  # no string is valid
         alphabet = PATTERNS.get(c.get("pattern", ""), "abX03")
         words = [w for w in ("off", "on", "3", "1.5", "true", "") if set(w) <= set(alphabet) and lo <= len(w) <= hi]
         return st.one_of(st.text(alphabet, min_size=lo, max_size=hi), *([st.sampled_from(words)] if words else []))
@@ -546,7 +548,9 @@ def values(ty: Ty) -> st.SearchStrategy[Any]:
     if ty.kind == "literal":
         return st.sampled_from(ty.values)
     if ty.kind == "list":
-        return st.lists(values(ty.args[0]), min_size=c.get("min_length", 0), max_size=c.get("max_length", 3))
+        lo, hi = c.get("min_length", 0), c.get("max_length", max(3, c.get("min_length", 0)))
+        # min_length above max_length: no list is valid, so there is no payload to draw
+        return st.nothing() if lo > hi else st.lists(values(ty.args[0]), min_size=lo, max_size=hi)
     if ty.kind == "set":
         return st.lists(values(ty.args[0]), max_size=3).map(set)
     if ty.kind == "tuple":

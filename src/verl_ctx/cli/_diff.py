@@ -91,8 +91,8 @@ def _schemas(modules: tuple[str, ...]) -> dict[str, Any]:
     """Today's schema of each role, when schema modules are named (to migrate both checkpoints to it)."""
     if not modules:
         return {}
+    from .._modules import import_modules
     from .._registry import default_registry
-    from ..integrations.verl._compose import import_modules
 
     import_modules(modules)
     return {role: default_registry[role] for role in default_registry.roles()}

@@ -135,8 +135,10 @@ class _Checked:
 
 
 def _composed(inputs: ConfigInputs) -> Any:
+    from .._modules import import_modules
+
     try:
-        from ..integrations.verl._compose import compose_config, import_modules
+        from ..integrations.verl._compose import compose_config
     except ImportError as e:  # verl is missing: its config cannot be composed
         raise ConfigError(str(e)) from None
 
@@ -233,8 +235,8 @@ def schema() -> None:
 def schema_export(modules: tuple[str, ...], out_dir: str) -> None:
     """Write one JSON Schema per role schema, a config-file schema and a lock file."""
     from .._export import export_schemas
+    from .._modules import import_modules
     from .._registry import default_registry
-    from ..integrations.verl._compose import import_modules
 
     import_modules(modules)
     for path in export_schemas(default_registry, Path(out_dir)):
@@ -249,8 +251,8 @@ def schema_export(modules: tuple[str, ...], out_dir: str) -> None:
 def schema_check(modules: tuple[str, ...], export_dir: str, fmt: str) -> None:
     """Compare today's schemas with an export; a breaking change without a version bump and migration fails."""
     from .._export import check_export
+    from .._modules import import_modules
     from .._registry import default_registry
-    from ..integrations.verl._compose import import_modules
 
     import_modules(modules)
     report = check_export(default_registry, Path(export_dir))

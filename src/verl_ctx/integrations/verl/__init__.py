@@ -27,8 +27,9 @@ from ..._require import require
 require("verl", "ray", "omegaconf", "hydra", extra="verl")
 
 from ..._lint import lint_extra_context  # noqa: E402
+from ..._modules import import_modules  # noqa: E402
 from ._binding import bind_role_worker_mapping, bind_worker_cls  # noqa: E402
-from ._compose import compose_config, import_modules  # noqa: E402
+from ._compose import compose_config  # noqa: E402
 from ._config_channel import bind_config  # noqa: E402
 from ._launch import Prepared, check_launch, init_ray, launch, prepare, rehearse  # noqa: E402
 from ._runners import (  # noqa: E402

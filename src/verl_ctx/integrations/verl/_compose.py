@@ -23,7 +23,6 @@ import argparse
 import importlib
 import importlib.util
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 
 from ...errors import ConfigError
 
-__all__ = ["VerlArgs", "compose_config", "import_modules", "parse_verl_args", "verl_config_dir"]
+__all__ = ["VerlArgs", "compose_config", "parse_verl_args", "verl_config_dir"]
 
 VERL_CONFIG_PATH = "config"  # hydra.main(config_path=...) in verl/trainer/main_ppo.py
 VERL_CONFIG_NAME = "ppo_trainer"  # hydra.main(config_name=...)
@@ -293,32 +292,3 @@ def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
                     break
     sizes[id(node)] = size
     return size
-
-
-def import_modules(modules: Sequence[str], *, what: str = "schema module") -> None:
-    """Import each module (from the working directory too, as ``python -m`` would); failures are ``ConfigError``."""
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name is not None and not _is_prefix(e.name, name):
-                raise ConfigError(
-                    f"{what} '{name}' was found, but importing it needs module '{e.name}', which is not installed "
-                    "here; install it (or import it lazily inside the code that needs it)"
-                ) from None
-            raise ConfigError(
-                f"cannot import {what} '{name}': no module named '{e.name}'. Pass a dotted module name importable "
-                "from the working directory or the installed packages (e.g. -s my_recipe.contexts)"
-            ) from None
-        except SystemExit as e:
-            raise ConfigError(f"{what} '{name}' called sys.exit({e.code!r}) while being imported") from None
-        except Exception as e:
-            raise ConfigError(f"{what} '{name}' failed while importing: {type(e).__name__}: {e}") from e
-
-
-def _is_prefix(missing: str, wanted: str) -> bool:
-    """Whether the module that is missing is ``wanted`` itself or one of its parent packages."""
-    return wanted == missing or wanted.startswith(missing + ".")

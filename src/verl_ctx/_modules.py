@@ -1,0 +1,41 @@
+"""Importing the user's modules (schemas, recipe code) by name, each failure a ``ConfigError`` that says why."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from .errors import ConfigError
+
+__all__ = ["import_modules"]
+
+
+def import_modules(modules: Sequence[str], *, what: str = "schema module") -> None:
+    """Import each module (from the working directory too, as ``python -m`` would); failures are ``ConfigError``."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is not None and not _is_prefix(e.name, name):
+                raise ConfigError(
+                    f"{what} '{name}' was found, but importing it needs module '{e.name}', which is not installed "
+                    "here; install it (or import it lazily inside the code that needs it)"
+                ) from None
+            raise ConfigError(
+                f"cannot import {what} '{name}': no module named '{e.name}'. Pass a dotted module name importable "
+                "from the working directory or the installed packages (e.g. -s my_recipe.contexts)"
+            ) from None
+        except SystemExit as e:
+            raise ConfigError(f"{what} '{name}' called sys.exit({e.code!r}) while being imported") from None
+        except Exception as e:
+            raise ConfigError(f"{what} '{name}' failed while importing: {type(e).__name__}: {e}") from e
+
+
+def _is_prefix(missing: str, wanted: str) -> bool:
+    """Whether the module that is missing is ``wanted`` itself or one of its parent packages."""
+    return wanted == missing or wanted.startswith(missing + ".")
