@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from verl_ctx.integrations.verl import ExternalRolloutContext
+from verl_ctx.integrations.verl.external import ExternalRolloutContext
 
 
 class RolloutContext(ExternalRolloutContext, role="rollout"):
-    """``routing`` (servers, policy, timeout, retries) comes from ExternalRolloutContext; add your own fields."""
+    """``routing`` (servers, policy, faults, weight_sync, max_staleness) comes from ExternalRolloutContext."""
 
     system_prompt: str = "You are a careful assistant."

@@ -12,6 +12,7 @@ Catch ``ContextError`` to handle them all::
      ├── LaunchError               verl's own pre-launch checks refused the run (cause and config key named)
      ├── ContextChangedError       a resumed run's contexts differ from its checkpoint's
      └── ServerUnavailableError    no external LLM server could take a request
+          └── StaleOutputError     none could answer with weights within max_staleness of the trainer's
 
     ContextWarning (UserWarning)
      ├── SchemaSkewWarning         driver and worker schemas differ in a way that provably loses nothing
@@ -49,6 +50,7 @@ __all__ = [
     "SchemaMismatchError",
     "SchemaSkewWarning",
     "ServerUnavailableError",
+    "StaleOutputError",
 ]
 
 
@@ -186,6 +188,10 @@ class ContextChangedError(ContextError):
 
 class ServerUnavailableError(ContextError):
     """No configured external LLM server could take the request; the message names each server and why."""
+
+
+class StaleOutputError(ServerUnavailableError):
+    """Every server that answered generated with weights older than the routing's ``max_staleness`` allows."""
 
 
 class ContextWarning(_Pickles, UserWarning):

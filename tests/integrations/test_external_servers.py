@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -10,14 +11,11 @@ from typing import Any
 import pytest
 
 from verl_ctx import ContextError, ContextRegistry, validate
-from verl_ctx.errors import ContextValidationError, MissingContextError
-from verl_ctx.integrations.verl import (
-    ExternalRolloutContext,
-    ServerUnavailableError,
-    bind_config,
-)
+from verl_ctx.errors import ContextValidationError, MissingContextError, ServerUnavailableError
+from verl_ctx.integrations.verl import bind_config
+from verl_ctx.integrations.verl.external import ExternalRolloutContext, Router
 
-from .servers import StubServer
+from .servers import StubServer, start_servers, stop_server
 
 pytestmark = pytest.mark.ray
 
@@ -29,8 +27,21 @@ class RoutingRollout(ExternalRolloutContext, role="rollout", registry=REG):
     system_prompt: str = "hi"
 
 
+BAD_DURATIONS = ("inf", float("inf"), "-inf", "nan", 0, -1)
+
+
+class FakeClock:
+    """The router's clock, moved by the test instead of waiting out cool-downs."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def _client_cls() -> type:
-    from verl_ctx.integrations.verl import ExternalLLMServerClient
+    from verl_ctx.integrations.verl.external import ExternalLLMServerClient
 
     class Client(ExternalLLMServerClient):  # type: ignore[misc,valid-type]
         context_schema = RoutingRollout
@@ -43,40 +54,23 @@ def servers(ray_cluster: None) -> Iterator[dict[str, Any]]:
     """Three named server actors in their own namespace, as an inference pool started outside the job."""
     import ray
 
-    actor = ray.remote(num_cpus=0)(StubServer)
-    handles = {
-        n: actor.options(name=n, namespace=NAMESPACE, lifetime=None).remote(n, delay_s=0.2 if n == "slow" else 0)
-        for n in ("a", "b", "slow")
-    }
-    ray.get([h.calls.remote() for h in handles.values()])
+    handles = start_servers(["a", "b", "slow"], NAMESPACE)
+    ray.get(handles["slow"].set.remote(delay_s=0.2))
     yield handles
     for h in handles.values():
         ray.kill(h)
 
 
-def _client(verl_config: Any, **routing: Any) -> Any:
+def _client(verl_config: Any, clock: FakeClock | None = None, **routing: Any) -> Any:
     config = verl_config.copy()
+    routing.setdefault("weight_sync", "none")
     section = {"rollout": {"routing": {"namespace": NAMESPACE, **routing}}}
     contexts = validate({"extra_context": section}, registry=REG)
     bind_config(config, contexts.envelopes())
-    return _client_cls()(config)
-
-
-def _kill(handle: Any) -> None:
-    """Kill a server actor and wait until calls to it fail (ray.kill returns before the actor is gone)."""
-    import time
-
-    import ray
-
-    ray.kill(handle)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            ray.get(handle.calls.remote(), timeout=5)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            return
-        time.sleep(0.1)
-    raise AssertionError("server actor still answers 30 s after ray.kill")
+    client = _client_cls()(config)
+    if clock is not None:
+        client.router = Router(client.router.routing, clock=clock)
+    return client
 
 
 def _ask(client: Any, request_ids: list[str], concurrent: bool = False) -> list[str]:
@@ -126,29 +120,113 @@ def test_unreachable_server_is_skipped_and_named(servers: dict[str, Any], verl_c
     """A server name with no actor is skipped; when none is reachable the error names each one."""
     client = _client(verl_config, servers=[{"name": "ghost"}, {"name": "a"}], policy="round_robin")
     assert _ask(client, ["r1", "r2", "r3"]) == ["a", "a", "a"]
-    lonely = _client(verl_config, servers=[{"name": "ghost"}, {"name": "phantom"}], retries=1)
-    with pytest.raises(ServerUnavailableError, match=r"(?s)inference_pool/ghost: no Ray actor named 'ghost'.*phantom"):
+    lonely = _client(verl_config, servers=[{"name": "ghost"}, {"name": "phantom"}], retries=1, max_wait_s=0)
+    with pytest.raises(
+        ServerUnavailableError, match=r"(?s)inference_pool/ghost: cooling down .*no Ray actor named 'ghost'.*phantom"
+    ):
         _ask(lonely, ["r"])
 
 
 def test_server_killed_mid_run_is_skipped_by_the_next_request(ray_cluster: None, verl_config: Any) -> None:
     """After a server dies, the sticky request on it moves to a live server; the dead one is named."""
-    import ray
-
-    actor = ray.remote(num_cpus=0)(StubServer)
-    doomed = [actor.options(name=n, namespace=NAMESPACE).remote(n) for n in ("d1", "d2")]
-    ray.get([d.calls.remote() for d in doomed])
-    client = _client(verl_config, servers=[{"name": "d1"}, {"name": "d2"}], policy="sticky", retries=1)
+    doomed = start_servers(["d1", "d2"], NAMESPACE)
+    client = _client(verl_config, servers=[{"name": "d1"}, {"name": "d2"}], policy="sticky", retries=1, max_wait_s=0)
     first = _ask(client, ["chat"])[0]
-    _kill(doomed[0] if first == "d1" else doomed[1])
     survivor = "d2" if first == "d1" else "d1"
+    stop_server(doomed[first])
     assert _ask(client, ["chat", "chat"]) == [survivor, survivor]
     assert client.router.alive == [f"{NAMESPACE}/{survivor}"]
-    _kill(doomed[1] if first == "d1" else doomed[0])
+    stop_server(doomed[survivor])
     with pytest.raises(
         ServerUnavailableError, match=r"(?s)no external LLM server.*inference_pool/d1: .*from the server"
     ):
         _ask(client, ["chat"])
+
+
+def test_slow_servers_cool_down_then_serve_again(ray_cluster: None, verl_config: Any) -> None:
+    """Two servers each slow once: that request fails, and after the cool-down every request is served again."""
+    import ray
+
+    pool = start_servers(["s1", "s2"], NAMESPACE)
+    ray.get([h.set.remote(slow_calls=1, slow_delay_s=1.5) for h in pool.values()])
+    clock = FakeClock()
+    client = _client(verl_config, clock, servers=[{"name": "s1"}, {"name": "s2"}], request_timeout_s=0.3, retries=1)
+    with pytest.raises(ServerUnavailableError, match=r"(?s)s1: cooling down .*no answer within request_timeout_s"):
+        _ask(client, ["first"])
+    assert client.router.alive == []
+    clock.now += client.router.routing.cooldown_s  # both half-open: one trial each, then healthy
+    assert sorted(set(_ask(client, [f"later-{i}" for i in range(6)]))) == ["s1", "s2"]
+    assert set(client.router.status().values()) == {"healthy"}
+    for h in pool.values():
+        ray.kill(h)
+
+
+def test_each_failure_in_a_row_doubles_the_cool_down(ray_cluster: None, verl_config: Any) -> None:
+    """A server that fails its half-open trial waits twice as long; one that recovers is healthy again."""
+    import ray
+
+    pool = start_servers(["t1"], NAMESPACE)
+    ray.get(pool["t1"].set.remote(slow_calls=2, slow_delay_s=1.5))
+    clock = FakeClock()
+    client = _client(
+        verl_config, clock, servers=[{"name": "t1"}], request_timeout_s=0.3, retries=0, cooldown_s=4, max_wait_s=0
+    )
+    for _ in range(2):
+        with pytest.raises(ServerUnavailableError, match="no answer within"):
+            _ask(client, ["x"])
+        clock.now += 4.0
+    with pytest.raises(ServerUnavailableError, match=r"t1: cooling down for 4\.0 s"):  # 8 s after the 2nd failure
+        _ask(client, ["x"])
+    clock.now += 4.0
+    assert _ask(client, ["x"]) == ["t1"]
+    assert client.router.status() == {f"{NAMESPACE}/t1": "healthy"}
+    ray.kill(pool["t1"])
+
+
+def test_a_restarted_server_is_found_again_and_sessions_stay_put(ray_cluster: None, verl_config: Any) -> None:
+    """A killed server restarted under its name gets new sessions after its cool-down; moved ones do not move back."""
+    import ray
+
+    pool = start_servers(["p1", "p2"], NAMESPACE)
+    clock = FakeClock()
+    client = _client(verl_config, clock, servers=[{"name": "p1"}, {"name": "p2"}], policy="sticky", retries=1)
+    placed = dict(zip(["c0", "c1", "c2", "c3"], _ask(client, ["c0", "c1", "c2", "c3"]), strict=True))
+    on_p1 = [c for c, s in placed.items() if s == "p1"]
+    assert on_p1
+    stop_server(pool["p1"])
+    assert set(_ask(client, on_p1)) == {"p2"}  # moved: their server is down
+    restarted = start_servers(["p1"], NAMESPACE)
+    clock.now += client.router.routing.cooldown_s
+    # new sessions go round the least busy servers: one of two lands on p1, half-open, probed, then healthy
+    assert sorted(_ask(client, ["new-1", "new-2"])) == ["p1", "p2"]
+    assert set(_ask(client, on_p1)) == {"p2"}  # moved sessions stay where they went
+    assert ray.get(restarted["p1"].calls.remote()) == 1
+    for h in (pool["p2"], restarted["p1"]):
+        ray.kill(h)
+
+
+def test_concurrent_requests_sharing_a_request_id_never_blame_a_healthy_server(
+    ray_cluster: None, verl_config: Any
+) -> None:
+    """Ten concurrent requests with one id over a slow and a fast server: the slow one's timeouts stay its own."""
+    import ray
+
+    pool = start_servers(["slowpoke", "quick"], NAMESPACE)
+    ray.get(pool["slowpoke"].set.remote(delay_s=1.5))
+    client = _client(
+        verl_config,
+        servers=[{"name": "slowpoke"}, {"name": "quick"}],
+        policy="round_robin",
+        request_timeout_s=0.4,
+        retries=1,
+    )
+    served = _ask(client, ["shared-id"] * 10, concurrent=True)
+    assert served == ["quick"] * 10
+    status = client.router.status()
+    assert status[f"{NAMESPACE}/quick"] == "healthy"
+    assert "no answer within" in status[f"{NAMESPACE}/slowpoke"]
+    for h in pool.values():
+        ray.kill(h)
 
 
 def test_no_load_balancer_and_no_routing_is_a_context_error(verl_config: Any) -> None:
@@ -161,13 +239,73 @@ def test_no_load_balancer_and_no_routing_is_a_context_error(verl_config: Any) ->
 @pytest.mark.parametrize(
     ("routing", "fragment"),
     [
-        ({"servers": []}, "extra_context.rollout.routing.servers"),
-        ({"servers": [{"name": "a"}, {"name": "a"}]}, "servers are listed twice: a"),
-        ({"servers": [{"name": "a"}], "policy": "random"}, "extra_context.rollout.routing.policy"),
-        ({"servers": [{"name": "a"}], "retries": -1}, "extra_context.rollout.routing.retries"),
+        ({"servers": [], "weight_sync": "none"}, "extra_context.rollout.routing.servers"),
+        (
+            {"servers": [{"name": "a"}, {"name": "a"}], "weight_sync": "none"},
+            "routing.servers: value error, servers are listed twice: a",
+        ),
+        (
+            {
+                "servers": [{"name": "a"}],
+                "weight_sync": {"mode": "reload_from_checkpoint", "directory": "/w", "min_servers": 2},
+            },
+            "routing.weight_sync: value error, min_servers is 2 but only 1 server(s) are listed",
+        ),
+        (
+            {"servers": [{"name": "a"}], "policy": "random", "weight_sync": "none"},
+            "extra_context.rollout.routing.policy",
+        ),
+        ({"servers": [{"name": "a"}], "retries": -1, "weight_sync": "none"}, "extra_context.rollout.routing.retries"),
+        ({"servers": [{"name": "a"}]}, "routing.weight_sync: value error, must be declared: `none`"),
+        ({"servers": [{"name": "a"}], "weight_sync": "sometimes"}, "extra_context.rollout.routing.weight_sync.mode"),
+        (
+            {"servers": [{"name": "a"}], "weight_sync": "reload_from_checkpoint"},
+            "routing.weight_sync.directory: value error, reload_from_checkpoint needs a directory",
+        ),
+        (
+            {"servers": [{"name": "a"}], "weight_sync": {"mode": "reload_from_checkpoint", "directory": "rel/dir"}},
+            "must be an absolute path",
+        ),
+        (
+            {"servers": [{"name": "a"}], "weight_sync": "none", "max_staleness": 1},
+            "routing.max_staleness: value error, needs weight_sync reload_from_checkpoint",
+        ),
+        (
+            {
+                "servers": [{"name": "a"}],
+                "weight_sync": {"mode": "reload_from_checkpoint", "directory": "/w", "every_n_steps": 3},
+                "max_staleness": 1,
+            },
+            "routing.max_staleness: value error, is 1 but weight_sync.every_n_steps=3",
+        ),
+        (
+            {"servers": [{"name": "a"}], "weight_sync": "none", "cooldown_s": 9, "max_cooldown_s": 3},
+            "routing.max_cooldown_s: value error, is below",
+        ),
     ],
 )
 def test_routing_mistakes_fail_before_launch(routing: dict[str, Any], fragment: str) -> None:
-    """Routing is a typed context: bad servers, policies and retries are caught by validate()."""
-    with pytest.raises(ContextValidationError, match=fragment.replace(".", r"\.")):
+    """Routing is typed: bad servers, policies, retries, weight sync and staleness are caught by validate()."""
+    with pytest.raises(ContextValidationError, match=re.escape(fragment)):
         validate({"extra_context": {"rollout": {"routing": routing}}}, registry=REG)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        *((f, v) for f in ("request_timeout_s", "cooldown_s", "probe_timeout_s") for v in BAD_DURATIONS),
+        *(("max_wait_s", v) for v in ("inf", "nan", -1)),  # 0 is allowed: fail at once
+    ],
+)
+def test_durations_must_be_finite_and_positive(field: str, value: Any) -> None:
+    """request_timeout_s="inf" (no timeout at all) and every other non-finite or non-positive duration is refused."""
+    routing = {"servers": [{"name": "a"}], "weight_sync": "none", field: value}
+    with pytest.raises(ContextValidationError, match=rf"extra_context\.rollout\.routing\.{field}"):
+        validate({"extra_context": {"rollout": {"routing": routing}}}, registry=REG)
+
+
+def test_stub_server_answers_like_a_pool_server() -> None:
+    """The stub reports its weights version, as the protocol asks of every pool server."""
+    server = StubServer("s", version=4)
+    out = asyncio.run(server.generate("r", [1, 2], {}))
+    assert out.extra_fields == {"server": "s", "global_steps": 4}

@@ -1,31 +1,29 @@
-"""The typed routing context for LLM servers started outside the job, and the policy that applies it.
+"""The typed routing context for an inference pool started outside the job: servers, policy, faults, weights.
 
-Plain pydantic and Ray: ``ExternalLLMServerClient`` (``_llm_client``) puts it behind verl's client API.
+Plain pydantic: validated by ``verl-ctx validate`` before anything starts. ``Router`` (``_router``) applies it;
+``ExternalLLMServerClient`` (``_llm_client``) puts it behind verl's client API; ``ExternalPoolTrainer``
+(``trainer``) keeps the pool's weights in step with training by ``weight_sync``.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections import OrderedDict
+import posixpath
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from ...._schema import RoleContext
-from ....errors import ServerUnavailableError
 
-__all__ = [
-    "ExternalRolloutContext",
-    "ExternalRouting",
-    "Router",
-    "ServerRef",
-]
+__all__ = ["ExternalRolloutContext", "ExternalRouting", "ServerRef", "WeightSync"]
 
 Policy = Literal["sticky", "round_robin", "least_inflight"]
 
+# A duration must be a real number of seconds: "inf" would mean "wait forever" (issue #11, item 12).
+_SECONDS: dict[str, Any] = {"gt": 0, "allow_inf_nan": False}
+
 
 class ServerRef(BaseModel):
-    """A Ray named actor implementing verl's server ``generate`` (an inference pool started outside the job)."""
+    """A Ray named actor implementing the pool-server protocol (docs/external-servers.md)."""
 
     model_config = {"frozen": True, "extra": "forbid"}
 
@@ -33,29 +31,157 @@ class ServerRef(BaseModel):
     namespace: str | None = Field(None, description="Ray namespace; default: ExternalRouting.namespace.")
 
 
+class WeightSync(BaseModel):
+    """How the pool's weights follow training. ``mode`` must be declared: there is no silent default.
+
+    * ``none``: the pool keeps the weights it was started with (a frozen policy: evaluation, distillation from
+      a fixed model). Training does not change what the servers generate with.
+    * ``reload_from_checkpoint``: every ``every_n_steps`` steps (and once at start) the trainer writes the
+      weights it would sync to ``directory``/``version_<N>`` and calls ``load_weights(path, version)`` on every
+      server, waiting up to ``timeout_s``. Servers that fail are reported and routed around until a later sync
+      succeeds on them; fewer than ``min_servers`` loaded stops training with ``ServerUnavailableError``.
+    """
+
+    model_config = {"frozen": True, "extra": "forbid"}
+
+    mode: Literal["none", "reload_from_checkpoint"] = Field(
+        description="none: frozen policy; reload_from_checkpoint: save, then load_weights(path, version) on servers."
+    )
+    directory: str | None = Field(
+        None,
+        validate_default=True,
+        description="Absolute path both the actor's rank 0 and every server can read (a shared filesystem).",
+    )
+    every_n_steps: int = Field(1, ge=1, description="Sync after every N-th training step.")
+    timeout_s: float = Field(600.0, **_SECONDS, description="How long a sync waits for every server's load_weights.")
+    min_servers: int = Field(1, ge=1, description="Fewer servers than this on the new weights stops training.")
+    keep_last: int = Field(2, ge=1, description="Weight directories kept on disk (older ones are deleted).")
+
+    @field_validator("directory")
+    @classmethod
+    def _directory_for_reload(cls, value: str | None, info: ValidationInfo) -> str | None:
+        mode = info.data.get("mode")
+        if mode == "reload_from_checkpoint":
+            if not value:
+                raise ValueError(
+                    "reload_from_checkpoint needs a directory: an absolute path on a filesystem that the actor's "
+                    "rank 0 writes and every server reads"
+                )
+            if not posixpath.isabs(value):
+                raise ValueError(
+                    f"must be an absolute path (got {value!r}): servers resolve it in their own working directory"
+                )
+        elif mode == "none" and value is not None:
+            raise ValueError("only meaningful with mode reload_from_checkpoint; weight_sync none saves nothing")
+        return value
+
+
 class ExternalRouting(BaseModel):
     """Where and how rollout requests go when the job does not run its own LLM servers."""
 
     model_config = {"frozen": True, "extra": "forbid"}
 
-    servers: list[ServerRef] = Field(min_length=1, description="The servers to route to.")
+    # Checks between fields are field validators reading the fields declared before them, so each error is
+    # reported at the field to change (routing.max_staleness, not routing).
     namespace: str | None = Field(None, description="Default Ray namespace of the servers.")
+    servers: list[ServerRef] = Field(min_length=1, description="The servers to route to.")
     policy: Policy = Field(
         "sticky",
-        description="sticky: one request id stays on one server (multi-turn prefix cache reuse); "
-        "round_robin; least_inflight: the server with the fewest requests in flight from this client.",
+        description="sticky: one request id stays on one server (multi-turn prefix cache reuse) and moves only "
+        "when that server is down; round_robin; least_inflight: the server with the fewest requests in flight "
+        "from this client.",
     )
-    request_timeout_s: float = Field(600.0, gt=0, description="Limit for one generate call.")
-    retries: int = Field(2, ge=0, description="Further servers tried after one fails or is unreachable.")
+    request_timeout_s: float = Field(600.0, **_SECONDS, description="Limit for one generate call (finite).")
+    retries: int = Field(2, ge=0, description="Further attempts after one fails, times out or is stale.")
     sticky_capacity: int = Field(100_000, gt=0, description="Request ids remembered by the sticky policy.")
+    cooldown_s: float = Field(
+        5.0, **_SECONDS, description="A server that failed or timed out gets no requests for this long."
+    )
+    max_cooldown_s: float = Field(
+        60.0, **_SECONDS, description="Each failure in a row doubles the cool-down, up to this."
+    )
+    max_wait_s: float = Field(
+        30.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="When no server is up, a request waits up to this long for one to come off its cool-down "
+        "before ServerUnavailableError; 0: fail at once.",
+    )
+    health_probe: bool = Field(
+        True, description="Ping a server whose cool-down is over before it gets a request again."
+    )
+    probe_timeout_s: float = Field(2.0, **_SECONDS, description="Limit for that ping.")
+    weight_sync: WeightSync = Field(
+        None,  # refused by _declared: it must be declared
+        validate_default=True,
+        description="none (declared frozen policy) or reload_from_checkpoint; see WeightSync.",
+    )
+    max_staleness: int | None = Field(
+        None,
+        ge=0,
+        description="Outputs generated with weights more than this many versions (training steps) behind the "
+        "trainer's are stale; None: not checked.",
+    )
+    on_stale: Literal["error", "count"] = Field(
+        "error",
+        description="error: a stale output is never returned: the request moves to another server, and "
+        "StaleOutputError is raised when none serves fresh weights; count: returned, counted and logged.",
+    )
 
-    @model_validator(mode="after")
-    def _unique_servers(self) -> ExternalRouting:
-        keys = [(s.namespace or self.namespace, s.name) for s in self.servers]
-        dupes = sorted({name for (_, name) in keys if keys.count((_, name)) > 1})
+    @field_validator("servers")
+    @classmethod
+    def _unique_servers(cls, servers: list[ServerRef], info: ValidationInfo) -> list[ServerRef]:
+        default = info.data.get("namespace")
+        keys = [(s.namespace or default, s.name) for s in servers]
+        dupes = sorted({name for (ns, name) in keys if keys.count((ns, name)) > 1})
         if dupes:
             raise ValueError(f"servers are listed twice: {', '.join(dupes)}")
-        return self
+        return servers
+
+    @field_validator("max_cooldown_s")
+    @classmethod
+    def _cap_above_start(cls, value: float, info: ValidationInfo) -> float:
+        start = info.data.get("cooldown_s")
+        if start is not None and value < start:
+            raise ValueError(f"is below cooldown_s ({start}): the first pause would already be longer")
+        return value
+
+    @field_validator("weight_sync", mode="before")
+    @classmethod
+    def _declared(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError(
+                "must be declared: `none` (the pool keeps its weights: a frozen policy, evaluation) or "
+                "`{mode: reload_from_checkpoint, directory: /shared/path}` (the pool follows training)"
+            )
+        # `weight_sync=none` on the command line or in YAML is the mode alone.
+        return {"mode": value} if isinstance(value, str) else value
+
+    @field_validator("weight_sync")
+    @classmethod
+    def _enough_servers(cls, sync: WeightSync, info: ValidationInfo) -> WeightSync:
+        servers = info.data.get("servers")
+        if sync.mode == "reload_from_checkpoint" and servers is not None and sync.min_servers > len(servers):
+            raise ValueError(f"min_servers is {sync.min_servers} but only {len(servers)} server(s) are listed")
+        return sync
+
+    @field_validator("max_staleness")
+    @classmethod
+    def _staleness_measurable(cls, value: int | None, info: ValidationInfo) -> int | None:
+        sync = info.data.get("weight_sync")
+        if value is None or sync is None:
+            return value
+        if sync.mode == "none":
+            raise ValueError(
+                "needs weight_sync reload_from_checkpoint: with none the pool's weights never change, so there is "
+                "no version to compare"
+            )
+        if sync.every_n_steps - 1 > value:
+            raise ValueError(
+                f"is {value} but weight_sync.every_n_steps={sync.every_n_steps}: between syncs outputs are up to "
+                f"{sync.every_n_steps - 1} steps behind by design; raise max_staleness or sync more often"
+            )
+        return value
 
 
 class ExternalRolloutContext(RoleContext):
@@ -66,104 +192,3 @@ class ExternalRolloutContext(RoleContext):
     """
 
     routing: ExternalRouting
-
-
-class Router:
-    """Picks a server per request by policy, skipping servers that died or cannot be reached."""
-
-    def __init__(self, routing: ExternalRouting) -> None:
-        self.routing = routing
-        self._ids = [self._server_id(s) for s in routing.servers]
-        self._refs = dict(zip(self._ids, routing.servers, strict=True))
-        self._handles: dict[str, Any] = {}
-        self._dead: dict[str, str] = {}  # server id -> why
-        self._inflight = dict.fromkeys(self._ids, 0)
-        self._sticky: OrderedDict[str, str] = OrderedDict()
-        self._cycle = itertools.cycle(self._ids)
-        self._turn = -1
-        # request id -> the server its latest attempt went to, to mark it dead if that attempt fails
-        self.last_server: dict[str, str] = {}
-
-    def _server_id(self, ref: ServerRef) -> str:
-        namespace = ref.namespace or self.routing.namespace
-        return f"{namespace}/{ref.name}" if namespace else ref.name
-
-    @property
-    def alive(self) -> list[str]:
-        return [s for s in self._ids if s not in self._dead]
-
-    def mark_dead(self, server_id: str, why: str) -> None:
-        self._dead[server_id] = why
-        for request_id in [r for r, s in self._sticky.items() if s == server_id]:
-            del self._sticky[request_id]
-
-    def inflight(self, server_id: str) -> int:
-        return self._inflight[server_id]
-
-    def _handle(self, server_id: str) -> Any:
-        handle = self._handles.get(server_id)
-        if handle is None:
-            import ray
-
-            ref = self._refs[server_id]
-            try:
-                handle = ray.get_actor(ref.name, namespace=ref.namespace or self.routing.namespace)
-            except ValueError as e:
-                raise LookupError(
-                    f"no Ray actor named '{ref.name}' in namespace '{ref.namespace or self.routing.namespace}' ({e})"
-                ) from None
-            self._handles[server_id] = handle
-        return handle
-
-    def _choose(self, request_id: str) -> str:
-        alive = self.alive
-        if not alive:
-            raise self.unavailable()
-        policy = self.routing.policy
-        if policy == "sticky":
-            chosen = self._sticky.get(request_id)
-            if chosen is None or chosen in self._dead:
-                chosen = self._least_busy(alive)
-                self._sticky[request_id] = chosen
-                while len(self._sticky) > self.routing.sticky_capacity:
-                    self._sticky.popitem(last=False)
-            else:
-                self._sticky.move_to_end(request_id)
-            return chosen
-        if policy == "round_robin":
-            return next(s for s in self._cycle if s not in self._dead)
-        return self._least_busy(alive)
-
-    def _least_busy(self, alive: list[str]) -> str:
-        """The server with the fewest requests in flight; ties go round the servers, not to the first."""
-        self._turn = (self._turn + 1) % len(alive)
-        rotated = alive[self._turn :] + alive[: self._turn]
-        return min(rotated, key=lambda s: self._inflight[s])
-
-    def acquire(self, request_id: str) -> tuple[str, Any]:
-        """A live server for ``request_id`` and its handle; marks unreachable ones dead as it goes."""
-        while True:
-            server_id = self._choose(request_id)
-            try:
-                handle = self._handle(server_id)
-            except LookupError as e:
-                self.mark_dead(server_id, str(e))
-                continue
-            self._inflight[server_id] += 1
-            self.last_server[request_id] = server_id
-            return server_id, handle
-
-    def release(self, server_id: str) -> None:
-        if self._inflight.get(server_id, 0) > 0:
-            self._inflight[server_id] -= 1
-
-    def unavailable(self, last_error: str | None = None) -> ServerUnavailableError:
-        lines = [f"  {s}: {self._dead.get(s, 'alive')}" for s in self._ids]
-        tail = f"; last error: {last_error}" if last_error else ""
-        return ServerUnavailableError(
-            f"no external LLM server could take the request after {self.routing.retries} retries "
-            f"(policy {self.routing.policy}){tail}. Servers:\n"
-            + "\n".join(lines)
-            + "\nStart them (ray named actors in the configured namespace) or fix "
-            "extra_context.rollout.routing.servers"
-        )
