@@ -12,6 +12,7 @@ classes and checkpoint code, torchdata's ``StatefulDataLoader``, the v1 ``Checkp
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -78,7 +79,8 @@ def drive(trainer_cls: type, config: Any, save_at: tuple[int, ...] = ()) -> dict
     trainer.actor_rollout_wg = trainer.critic_wg = WorkerGroup()
     trainer.train_dataloader = StatefulDataLoader(list(range(8)), batch_size=2)
     trainer.trainer_mode = "sync"  # v1: no TransferQueue checkpoint
-    if bool(config.trainer.use_v1):
+    if bool(config.trainer.use_v1) and importlib.util.find_spec("verl.trainer.ppo.checkpoint_callback"):
+        # verl 0.9.1's v1 trainer calls a checkpoint callback after each save; 0.9.0 has none
         from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
 
         trainer.checkpoint_callback = build_checkpoint_callback(config)
