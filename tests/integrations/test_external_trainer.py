@@ -23,6 +23,7 @@ import torch
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
+from verl.workers.rollout.llm_server import LLMServerManager
 
 from verl_ctx import ContextRegistry, validate
 from verl_ctx.integrations.verl import bind_config, compose_config, make_task_runner
@@ -32,6 +33,11 @@ from verl_ctx.integrations.verl.external.trainer import ExternalPoolTrainer
 from .servers import ClientHost, start_servers
 
 pytestmark = pytest.mark.ray
+
+# verl 0.9.0's PPOTrainer has no switch to leave local replicas out (no LLMServerManager.create_empty): the
+# trainer refuses to start there (test_refused_where_verl_has_no_switch); every other test needs the switch.
+HAS_SWITCH = hasattr(LLMServerManager, "create_empty")
+needs_switch = pytest.mark.skipif(not HAS_SWITCH, reason="this verl has no _enable_hybrid_replicas switch (0.9.0)")
 
 REG = ContextRegistry("external pool trainer")
 NAMESPACE = "trainer_pool"
@@ -146,6 +152,7 @@ def _loads(servers: dict[str, Any]) -> dict[str, list[tuple[str, int]]]:
     return {n: ray.get(h.report.remote())["loads"] for n, h in servers.items()}
 
 
+@needs_switch
 def test_no_local_inference_engine_is_created(started: tuple[Any, dict[str, Any], Path]) -> None:
     """verl maps Role.Actor and Role.RefPolicy (no rollout role), starts no replica, and no worker has an engine."""
     trainer, _servers, _ = started
@@ -165,6 +172,7 @@ def test_no_local_inference_engine_is_created(started: tuple[Any, dict[str, Any]
     assert not {n for n in named if "server_" in n}, named
 
 
+@needs_switch
 def test_the_pool_loads_the_trainers_weights_before_the_first_rollout(
     started: tuple[Any, dict[str, Any], Path],
 ) -> None:
@@ -177,6 +185,7 @@ def test_the_pool_loads_the_trainers_weights_before_the_first_rollout(
     assert trainer._pending_sync_metrics["verl_ctx/pool/servers_loaded"] == 3.0
 
 
+@needs_switch
 def test_verl_asks_for_a_client_and_gets_one_routed_to_the_pool(started: tuple[Any, dict[str, Any], Path]) -> None:
     """get_llm_client (what TaskRunnerV1 hands the agent loop) routes to the pool, also once pickled elsewhere."""
     from verl_ctx.integrations.verl.external import ExternalLLMServerClient
@@ -191,6 +200,7 @@ def test_verl_asks_for_a_client_and_gets_one_routed_to_the_pool(started: tuple[A
     ray.kill(host)
 
 
+@needs_switch
 def test_after_an_update_every_server_serves_the_new_version(started: tuple[Any, dict[str, Any], Path]) -> None:
     """A step's on_step_end pushes its weights: every server loads version 1; the step's metrics say so."""
     trainer, servers, scratch = started
@@ -204,6 +214,7 @@ def test_after_an_update_every_server_serves_the_new_version(started: tuple[Any,
     assert "update_weights" in trainer.timing_raw
 
 
+@needs_switch
 def test_a_server_failing_to_load_is_reported_and_routed_around(started: tuple[Any, dict[str, Any], Path]) -> None:
     """One server's load fails: the step goes on, the metrics count it, and the clients stop using it."""
     trainer, servers, _ = started
@@ -226,6 +237,7 @@ def test_a_server_failing_to_load_is_reported_and_routed_around(started: tuple[A
     ray.kill(host)
 
 
+@needs_switch
 def test_the_trainer_is_registered_inside_verls_task_runner(ray_cluster: None, tmp_path: Path) -> None:
     """--import registers external_pool in the TaskRunner process; verl looks it up there and maps no rollout."""
     runner = make_task_runner({}, use_v1=True, base=ExternalProbeRunner, imports=[TRAINER_MODULE])
@@ -262,6 +274,7 @@ class ExternalProbeRunner:
         }
 
 
+@needs_switch
 def test_unsupported_settings_are_refused_before_any_worker(tmp_path: Path) -> None:
     """A colocated reward model, legacy trainer or another checkpoint backend: one ConfigError naming each."""
     from omegaconf import open_dict
@@ -277,6 +290,7 @@ def test_unsupported_settings_are_refused_before_any_worker(tmp_path: Path) -> N
         CpuExternalPoolTrainer(config)
 
 
+@needs_switch
 def test_the_client_reports_weights_versions_seen(started: tuple[Any, dict[str, Any], Path]) -> None:
     """The client the trainer hands out counts outputs per weights version."""
     trainer, _servers, _ = started
@@ -285,6 +299,7 @@ def test_the_client_reports_weights_versions_seen(started: tuple[Any, dict[str, 
     assert sum(client.versions.values()) == 1
 
 
+@needs_switch
 def test_verl_ctx_run_rehearses_the_external_pool_trainer(tmp_path: Path) -> None:
     """`verl-ctx run --import <trainer> trainer.v1.trainer_mode=external_pool --rehearse`: verl's TaskRunner finds
     the trainer, whose workers are an actor and a ref with no rollout engine, each with its context."""
@@ -319,3 +334,12 @@ def test_verl_ctx_run_rehearses_the_external_pool_trainer(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     records = {r["role"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])["records"]}
     assert sorted(records) == ["actor", "actor (outer worker)", "ref", "ref (outer worker)"]  # no actor_rollout*
+
+
+@pytest.mark.skipif(HAS_SWITCH, reason="this verl has the switch: the trainer runs (tests above)")
+def test_refused_where_verl_has_no_switch(tmp_path: Path) -> None:
+    """On a verl whose trainer always starts local replicas (0.9.0) the trainer says so instead of starting them."""
+    from verl_ctx.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"needs verl >= 0\.9\.1: .*no LLMServerManager\.create_empty"):
+        CpuExternalPoolTrainer(_config(tmp_path))
