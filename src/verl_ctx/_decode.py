@@ -230,7 +230,8 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
         warnings.warn(
             SchemaSkewWarning(
                 f"[{env['role']}] driver and worker schemas differ ({env['schema_id']} "
-                f"fingerprint {env['fingerprint'][:12]} vs {info.schema_id} {info.fingerprint[:12]}); differing "
+                f"fingerprint {_short(env['fingerprint'], info.fingerprint)} vs {info.schema_id} "
+                f"{_short(info.fingerprint, env['fingerprint'])}); differing "
                 f"fields: {_describe_diff(env, info)}{filled}. Every value the driver sent decoded unchanged, so "
                 "decoding went on; deploy the same code to driver and workers, or bump version= with a migration"
             ),
@@ -368,8 +369,9 @@ def _mismatch(env: Mapping[str, Any], info: SchemaInfo, why: str) -> SchemaMisma
     role = env["role"]
     return SchemaMismatchError(
         f"[{role}] the driver's schema {env['schema_id']} v{env['schema_version']} "
-        f"(fingerprint {env['fingerprint'][:12]}) differs from the worker's {info.schema_id} v{info.version} "
-        f"(fingerprint {info.fingerprint[:12]}); differing fields: {_describe_diff(env, info)}; {why}",
+        f"(fingerprint {_short(env['fingerprint'], info.fingerprint)}) differs from the worker's {info.schema_id} "
+        f"v{info.version} (fingerprint {_short(info.fingerprint, env['fingerprint'])}); differing fields: "
+        f"{_describe_diff(env, info)}; {why}",
         role=role,
         driver_fingerprint=env["fingerprint"],
         worker_fingerprint=info.fingerprint,
@@ -377,3 +379,9 @@ def _mismatch(env: Mapping[str, Any], info: SchemaInfo, why: str) -> SchemaMisma
         worker_version=info.version,
         differing_fields=_differing(env, info),
     )
+
+
+def _short(fingerprint: str, other: str) -> str:
+    """The first 12 hex digits, or as many more as it takes to tell ``fingerprint`` from ``other``."""
+    same = next((i for i, (a, b) in enumerate(zip(fingerprint, other, strict=False)) if a != b), len(fingerprint))
+    return fingerprint[: max(12, same + 4)]

@@ -221,3 +221,18 @@ def test_from_text_refuses_other_formats() -> None:
         from_text("verl-ctx:9:AAAA")
     with pytest.raises(EnvelopeError, match="not verl-ctx envelope text"):
         from_text("hello")
+
+
+def test_fingerprints_that_share_a_prefix_are_shown_until_they_differ() -> None:
+    """Two fingerprints equal in their first 12 digits are printed long enough to tell them apart."""
+    import warnings
+
+    env = encode(Small())
+    own = env["fingerprint"]
+    env["fingerprint"] = own[:20] + ("0" if own[20] != "0" else "1") + own[21:]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        decode(env, Small)
+    message = str(caught[0].message)
+    assert env["fingerprint"][:24] in message
+    assert own[:24] in message
