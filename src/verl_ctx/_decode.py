@@ -32,27 +32,18 @@ from ._codec import (
 from ._compiled import Refused, decoder_for, decoders
 from ._envelope import DEFAULT_MAX_BYTES, check_fields
 from ._field_errors import MAX_ERRORS, field_errors
-from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, schema_info
+from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
 from .errors import EnvelopeError, FieldError, SchemaMismatchError, SchemaSkewWarning
 
-__all__ = ["decode", "roles_for"]
+__all__ = ["decode"]
 
 _C = TypeVar("_C", bound=RoleContext)
 
 # Above this payload size validation stops at the first bad item of each list or dict: a hostile payload of
 # millions of bad items must not cost millions of error records (time, memory, and a message nobody reads).
 FAIL_FAST_BYTES = 64 * 1024
-
-
-def roles_for(info: SchemaInfo, role: str | None) -> tuple[str, ...]:
-    """The roles to read for ``info``'s schema: all it serves, or ``role`` if given (which it must serve)."""
-    if role is None:
-        return info.roles
-    if role not in info.roles:
-        raise EnvelopeError(f"{info.schema_id} serves roles {', '.join(info.roles)}, not '{role}'")
-    return (role,)
 
 
 def decode(

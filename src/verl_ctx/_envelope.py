@@ -34,7 +34,7 @@ import msgspec
 
 from ._codec import UnencodableError, encode_payload
 from ._compiled import encoder_for
-from ._fingerprint import cached_info, schema_info
+from ._fingerprint import cached_info, roles_for, schema_info
 from ._schema import RoleContext
 from .errors import EnvelopeError
 
@@ -134,16 +134,11 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
                 "Declare `class MyContext(RoleContext, role=...)` and pass MyContext(...)"
             )
         info = schema_info(cls)
-    if role is None and len(info.roles) == 1:
-        role = info.roles[0]
-        reusable = True
-    elif role is None or role not in info.roles:
-        raise EnvelopeError(
-            f"{info.schema_id} serves roles {', '.join(info.roles)}"
-            + (f", not '{role}'" if role is not None else "; pass role= to say which one")
-        )
-    else:
-        reusable = False
+    reusable = role is None
+    roles = roles_for(info, role)
+    if len(roles) > 1:
+        raise EnvelopeError(f"{info.schema_id} serves roles {', '.join(roles)}; pass role= to say which one")
+    role = roles[0]
     env = {
         FORMAT_KEY: ENVELOPE_FORMAT,
         "role": role,

@@ -41,9 +41,9 @@ from pydantic import BaseModel
 
 from ._registry import qualified_name
 from ._schema import RoleContext
-from .errors import SchemaDefinitionError
+from .errors import EnvelopeError, SchemaDefinitionError
 
-__all__ = ["CONFIG_KEY", "SchemaInfo", "cached_info", "inline_refs", "schema_info", "strip_docs"]
+__all__ = ["roles_for", "CONFIG_KEY", "SchemaInfo", "cached_info", "inline_refs", "schema_info", "strip_docs"]
 
 
 @dataclass(frozen=True)
@@ -585,3 +585,12 @@ def _is_secret(prop: Any) -> bool:
     if prop.get("writeOnly") and prop.get("format") == "password":
         return True
     return any(_is_secret(p) for key in ("anyOf", "oneOf", "allOf") for p in prop.get(key, ()))
+
+
+def roles_for(info: SchemaInfo, role: str | None) -> tuple[str, ...]:
+    """The roles to read for ``info``'s schema: all it serves, or ``role`` if given (which it must serve)."""
+    if role is None:
+        return info.roles
+    if role not in info.roles:
+        raise EnvelopeError(f"{info.schema_id} serves roles {', '.join(info.roles)}, not '{role}'")
+    return (role,)
