@@ -15,7 +15,8 @@ import datetime as dt
 import enum
 import typing
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import msgspec
 from pydantic import BaseModel, Field
@@ -126,7 +127,8 @@ def _structs_of(*models: type[BaseModel]) -> dict[type, type]:
         for name, info in model.model_fields.items():
             tp = _as_struct_type(info.annotation, structs)
             if info.default_factory is not None:
-                fields.append((name, tp, msgspec.field(default_factory=info.default_factory)))
+                factory = cast(Callable[[], Any], info.default_factory)  # these models' factories take no argument
+                fields.append((name, tp, msgspec.field(default_factory=factory)))
             elif info.is_required():
                 fields.append((name, tp))
             else:

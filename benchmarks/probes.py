@@ -10,10 +10,28 @@ from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import TrainingWorker
 
-from verl_ctx import ContextRegistry, RoleContext
-from verl_ctx.integrations.verl import worker_context
+from verl_ctx import ContextRegistry, RoleContext, decode
 
 _REG = ContextRegistry("benchmark probes")
+
+
+class CriticContext(RoleContext, role="critic", registry=_REG):
+    """The typed context of the spawn benchmark (a recipe's critic settings)."""
+
+    value_clip: float = 0.2
+    shaping: str = "none"
+
+
+class ReadingTrainingWorker(TrainingWorker):
+    """A TrainingWorker that decodes its typed context from ``config.extra_context``, then stops before the engine."""
+
+    def __init__(self, config: Any) -> None:
+        Worker.__init__(self)  # TrainingWorker.__init__ would start a process group and a model engine here
+        self.seen = decode(config, CriticContext).model_dump()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def report(self) -> dict[str, Any]:
+        return self.seen
 
 
 class RawDictTrainingWorker(TrainingWorker):
@@ -33,7 +51,7 @@ class Row(BaseModel):
     weight: float
 
 
-class BigContext(RoleContext, role="critic", registry=_REG):
+class BigContext(RoleContext, role="critic", registry=ContextRegistry("benchmark probes, large")):
     rows: list[Row] = Field(default_factory=list)
     blob: bytes = b""
 
@@ -50,7 +68,7 @@ def _rss_mib() -> float:
 class TableProbe:
     def __init__(self) -> None:
         self.baseline = _rss_mib()
-        self.ctx = worker_context(self, BigContext)
+        self.ctx = decode(self, BigContext)  # from the envelopes (references) the bound class carries
 
     def report(self) -> dict[str, Any]:
         return {

@@ -41,12 +41,10 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     from verl.single_controller.ray import RayClassWithInitArgs
     from verl.trainer.ppo.utils import Role
     from verl.workers.config import TrainingWorkerConfig
-    from verl_ctx.demo.contexts import DemoCriticContext
-    from verl_ctx.demo.workers import BoundaryTrainingWorker
 
-    from verl_ctx.integrations.verl import bind_role_worker_mapping, bind_worker_cls, offload_large
+    from verl_ctx.integrations.verl import bind_role_worker_mapping, bind_worker_cls, offload
 
-    from .probes import RawDictTrainingWorker, TableProbe, table_context
+    from .probes import CriticContext, RawDictTrainingWorker, ReadingTrainingWorker, TableProbe, table_context
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ray.init(
@@ -58,10 +56,10 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     try:
         rounds = 2 if quick else 4
         typed_t, raw_t = [], []
-        ctx = DemoCriticContext(value_clip=0.3, shaping="length_penalty")
+        ctx = CriticContext(value_clip=0.3, shaping="length_penalty")
         for _ in range(rounds):
             mapping = bind_role_worker_mapping(
-                {Role.Critic: ray.remote(BoundaryTrainingWorker)}, {"critic": encode(ctx)}
+                {Role.Critic: ray.remote(ReadingTrainingWorker)}, {"critic": encode(ctx)}
             )
             typed = RayClassWithInitArgs(cls=mapping[Role.Critic], config=TrainingWorkerConfig())
             t, group, (pool, _) = _spawn(typed)
@@ -78,7 +76,7 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
 
         big = table_context(32 * MIB)
         started = time.perf_counter()
-        bound = bind_worker_cls(TableProbe, offload_large({"critic": encode(big)}))
+        bound = bind_worker_cls(TableProbe, offload({"critic": encode(big)}))
         actors = [ray.remote(bound).remote() for _ in range(4)]
         reports = ray.get([a.report.remote() for a in actors])
         big_t = time.perf_counter() - started

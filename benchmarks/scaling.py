@@ -7,7 +7,7 @@ import cloudpickle
 from verl_ctx import decode, encode
 
 from .models import IMPORTABLE, large_rows
-from .timing import fmt_seconds, median_seconds, table
+from .timing import fmt_seconds, interleaved, table
 
 TITLE = "Scaling with table size"
 
@@ -22,10 +22,17 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
         ctx = large.model_validate({"rows": large_rows(n)})
         env = encode(ctx)
         number = max(1, 10**4 // n)
-        repeat = 3 if n >= 10**6 else 5
-        enc = median_seconds(lambda c=ctx: encode(c), number=number, repeat=repeat)
-        dec = median_seconds(lambda e=env: decode(e, large), number=number, repeat=repeat)
-        pickled = median_seconds(lambda c=ctx: cloudpickle.loads(cloudpickle.dumps(c)), number=number, repeat=repeat)
+        rounds = 3 if n >= 10**6 else 5
+        got = interleaved(
+            {
+                "encode": lambda c=ctx: encode(c),
+                "decode": lambda e=env: decode(e, large),
+                "cloudpickle": lambda c=ctx: cloudpickle.loads(cloudpickle.dumps(c)),
+            },
+            number=number,
+            rounds=rounds,
+        )
+        enc, dec, pickled = (got[k].median for k in ("encode", "decode", "cloudpickle"))
         per_row[n] = (enc + dec) / n
         cp_per_row[n] = pickled / n
         rows.append(

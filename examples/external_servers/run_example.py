@@ -79,6 +79,7 @@ def main() -> None:
         pool = start_pool(["llm-0", "llm-1", "llm-2"], namespace=NAMESPACE)
         bind_config(config, contexts.envelopes())  # what `verl-ctx run` does before launching
         routing = routing_from(config)
+        assert routing is not None, "the rollout context carries the pool's routing"
         state = start_pool_state(0)  # the trainer's version, shared with every client
         client = ExternalLLMServerClient(config, pool_state=state)
         for conversation in ("chat-a", "chat-b"):

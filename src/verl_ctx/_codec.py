@@ -27,6 +27,7 @@ import types
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import filterfalse, islice
 from pathlib import PurePath
 from typing import Any
 
@@ -234,16 +235,14 @@ def without_excess_keys(data: dict[Any, Any], model: type[BaseModel], keep: int)
         return data, 0
     if any(f.alias is not None or f.validation_alias is not None for f in fields.values()):
         return data, 0
-    kept: dict[Any, Any] = {}
-    unknown = 0
-    for key, value in data.items():
-        if key in fields:
-            kept[key] = value
-        else:
-            unknown += 1
-            if unknown <= keep:
-                kept[key] = value
-    return kept, max(0, unknown - keep)
+    present = [name for name in fields if name in data]
+    unknown = len(data) - len(present)
+    if unknown <= keep:
+        return data, 0
+    first = islice(filterfalse(fields.__contains__, data), keep)  # in input order, stopping at the keep-th
+    kept = {name: data[name] for name in present}
+    kept.update((key, data[key]) for key in first)
+    return kept, unknown - keep
 
 
 def _with_fail_fast(node: Any) -> Any:

@@ -3,9 +3,10 @@
 For a schema whose every part is on the closed list below, a mirror of it is generated once per class, lazily (on
 its first encode or decode): a ``msgspec.Struct`` per model, every field required and no other allowed, constraints
 as ``msgspec.Meta``. The typed decoder then checks in C what pydantic-core would, and generated code builds the
-instances the way pydantic-core does: ``object.__new__``, then ``__dict__``, ``__pydantic_fields_set__``,
-``__pydantic_extra__`` and ``__pydantic_private__`` through ``BaseModel``'s slot descriptors; a list of flat
-models with ``map`` over those C callables (no bytecode per row).
+instances without validating again: one instance by pydantic-core's own model builder (a ``model`` schema whose
+inner schema is ``any``, given the ``(__dict__, extra, fields set)`` its fields validator would have returned); a
+list of flat models by ``object.__new__`` and ``BaseModel``'s slot descriptors, with ``map`` over those C callables
+(no bytecode per row, and cheaper per row than a call into pydantic-core).
 
 Why the answers are pydantic's own:
 
@@ -41,13 +42,13 @@ import typing
 import uuid
 from collections import deque
 from collections.abc import Callable
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ValidationError
-from pydantic_core import SchemaValidator
+from pydantic_core import SchemaValidator, core_schema
 
 __all__ = ["Refused", "decoder_for", "decoders", "encoder_for", "encoders", "forget", "why_not"]
 
@@ -136,10 +137,12 @@ _set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+# A model's own attribute access goes through pydantic's __getattr__ hook: __dict__ is read through its descriptor.
 _get_dict = BaseModel.__dict__["__dict__"].__get__
 _asdict = msgspec.structs.asdict
 _tzinfo = attrgetter("tzinfo")
 _UTC = dt.timezone.utc
+_CHUNK = 4096  # rows built per pass in a list of flat models
 
 
 # --- one compile per class, lazily ------------------------------------------------------------------------
@@ -515,7 +518,6 @@ class _Compiler:
         self.lines += [f"def {model.build}(s):", *self.builder_body(model), ""]
 
     def builder_body(self, model: _Model) -> list[str]:
-        cls = self.name("_c", model.cls)
         fields_set = self.name("_f", set(model.steps).copy)
         lines = ["    d = _asdict(s)"]
         for fname, step in model.steps.items():
@@ -526,12 +528,18 @@ class _Compiler:
                 lines += [f"    v = d[{key}]", "    if _type(v) is not _dt:", f"        d[{key}] = {step[1]}(v)"]
             else:
                 lines.append(f"    d[{key}] = {step[1]}(d[{key}])")
-        lines += [
-            f"    o = _new({cls})",
-            f"    _sf(o, {fields_set}())",
-            "    _sp(o, _se(o, _sd(o, d)))",  # each setter returns None, the next slot's value
-            "    return o",
-        ]
+        make = _instance_maker(model.cls)
+        if make is not None:
+            # pydantic-core's own model builder, its inner schema `any`: it sets __dict__, the fields set, extra
+            # and private exactly as after validation, in one call.
+            lines.append(f"    return {self.name('_m', make)}((d, None, {fields_set}()))")
+        else:
+            lines += [
+                f"    o = _new({self.name('_c', model.cls)})",
+                f"    _sf(o, {fields_set}())",
+                "    _sp(o, _se(o, _sd(o, d)))",  # each setter returns None, the next slot's value
+                "    return o",
+            ]
         return lines
 
     def emit_preparer(self, model: _Model, fields: dict[str, Any]) -> None:
@@ -614,16 +622,23 @@ def _bulk_builder(
         for get in getters:
             if list(map(type, map(get, rows))).count(dt.datetime) != n:
                 return list(map(ns[one], rows))
-        # Pop the Structs as their dicts are made: each is freed as its instance is built, so the two never all
-        # live at once (a million rows: tens of MiB less at the peak).
-        rows.reverse()
-        dicts = map(_asdict, map(rows.pop, repeat(-1, n)))
-        objs = list(map(_new, repeat(cls, n)))
-        deque(map(_set_dict, objs, dicts), 0)
-        # The setters return None, which is the value of the next slot: one pass sets three slots of each row.
-        fields_sets = map(set.copy, repeat(fields, n))
-        deque(map(_set_private, objs, map(_set_extra, objs, map(_set_fields, objs, fields_sets))), 0)
-        return objs
+        # A chunk at a time, from the end: each chunk's Structs are freed as the next is built (they never all live
+        # beside their instances), and every pass over a chunk finds it still in the CPU cache.
+        parts = []
+        while rows:
+            part = rows[-_CHUNK:]
+            del rows[-_CHUNK:]
+            k = len(part)
+            objs = list(map(_new, repeat(cls, k)))
+            # zip advances both pipelines a row at a time; the setters return None, the next slot's value.
+            fields_sets = map(set.copy, repeat(fields, k))
+            slots = map(_set_private, objs, map(_set_extra, objs, map(_set_fields, objs, fields_sets)))
+            deque(zip(map(_set_dict, objs, map(_asdict, part)), slots, strict=True), 0)
+            parts.append(objs)
+        if len(parts) == 1:
+            return parts[0]
+        parts.reverse()
+        return list(chain.from_iterable(parts))
 
     return bulk
 
@@ -649,6 +664,23 @@ def _bulk_preparer(
         return dicts
 
     return bulk
+
+
+def _instance_maker(cls: type[BaseModel]) -> Callable[[Any], Any] | None:
+    """``(dict, None, fields_set) -> instance`` by pydantic-core's model builder, or None if it cannot be had.
+
+    A ``model`` schema whose inner schema is ``any`` takes the triple its fields validator would have produced. It
+    must not be swapped for the class's own validator (pydantic-core reuses a class's validator for its schema),
+    which a pydantic-core without ``_use_prebuilt`` would do: then the descriptors are set from Python instead.
+    """
+    try:
+        make = SchemaValidator(
+            core_schema.model_schema(cls, core_schema.any_schema()), _use_prebuilt=False
+        ).validate_python
+        probe = make(({}, None, set()))
+    except (TypeError, ValidationError):
+        return None
+    return make if type(probe) is cls and probe.__dict__ == {} else None
 
 
 def _datetime_step(leaf: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -207,7 +207,7 @@ def test_check_without_lock_is_a_usage_error(run_cli: Run, write: Callable[[str,
 
 
 def _validator(export_dir: Path) -> object:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
     from referencing import Registry, Resource
 
     resources = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from .models import Small
 class FakeTrainingWorkerConfig:
     """Only the attribute decode() reads; the real verl class is used in tests/integrations."""
 
-    def __init__(self, extra_context: dict[str, Any]) -> None:
+    def __init__(self, extra_context: MutableMapping[str, Any]) -> None:
         self.extra_context = extra_context
 
 
@@ -80,6 +81,7 @@ def test_envelope_of_another_role_is_refused(registry: ContextRegistry) -> None:
         decode(encode(Crit()), Small)
 
 
+# Returned as type[RoleContext], so mypy cannot see their fields: callers pass field values as a mapping.
 def _pair(registry_a: ContextRegistry, registry_b: ContextRegistry) -> tuple[type[RoleContext], type[RoleContext]]:
     class Driver(RoleContext, role="critic", registry=registry_a):
         value_clip: float = 0.2
@@ -96,7 +98,7 @@ def _pair(registry_a: ContextRegistry, registry_b: ContextRegistry) -> tuple[typ
 def test_same_version_skew_that_validates_warns_naming_fields() -> None:
     """A worker with an extra defaulted field still decodes, with a warning that names the field."""
     Driver, Worker = _pair(ContextRegistry(), ContextRegistry())
-    env = encode(Driver(value_clip=0.4))
+    env = encode(Driver(**{"value_clip": 0.4}))
     with pytest.warns(SchemaSkewWarning, match=r"shaping \(only in the worker's schema\)"):
         ctx = decode(env, Worker)
     assert ctx.value_clip == 0.4  # type: ignore[attr-defined]
@@ -105,7 +107,7 @@ def test_same_version_skew_that_validates_warns_naming_fields() -> None:
 def test_same_version_skew_that_does_not_validate_is_a_mismatch() -> None:
     """A driver field the worker does not know is never silently dropped."""
     Driver, Worker = _pair(ContextRegistry(), ContextRegistry())
-    env = encode(Worker(shaping="length_penalty"))
+    env = encode(Worker(**{"shaping": "length_penalty"}))
     with pytest.raises(SchemaMismatchError) as info:
         decode(env, Driver)
     err = info.value
@@ -124,6 +126,7 @@ def test_matching_schemas_decode_without_warning() -> None:
         decode(env, Small)
 
 
+# Returned as type[RoleContext], so mypy cannot see their fields: callers pass field values as a mapping.
 def _versions() -> tuple[type[RoleContext], type[RoleContext], type[RoleContext]]:
     class V1(RoleContext, role="critic", version=1, registry=ContextRegistry()):
         clip: float = 0.2
@@ -155,9 +158,9 @@ def _versions() -> tuple[type[RoleContext], type[RoleContext], type[RoleContext]
 def test_old_payload_is_upgraded_by_migrations_in_order() -> None:
     """A v1 payload read by a v3 schema goes through both steps, then validation."""
     V1, V2, V3 = _versions()
-    ctx = decode(encode(V1(clip=0.7)), V3)
+    ctx = decode(encode(V1(**{"clip": 0.7})), V3)
     assert (ctx.value_clip, ctx.warmup_steps) == (0.7, 10)  # type: ignore[attr-defined]
-    assert decode(encode(V1(clip=0.7)), V2).value_clip == 0.7  # type: ignore[attr-defined]
+    assert decode(encode(V1(**{"clip": 0.7})), V2).value_clip == 0.7  # type: ignore[attr-defined]
 
 
 def test_missing_migration_step_is_a_mismatch() -> None:

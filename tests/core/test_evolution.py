@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union, overload
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -25,10 +25,12 @@ from verl_ctx.schema import RULES, Change, Rule, diff_schemas
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "schema-evolution.md"
 
+Extra = Literal["allow", "ignore", "forbid"]  # what pydantic's ConfigDict(extra=...) accepts
 
-def _model(name: str = "Ctx", extra: str | None = None, **fields: Any) -> type[BaseModel]:
-    config = ConfigDict(extra=extra) if extra else None  # type: ignore[typeddict-item]
-    return create_model(name, __config__=config, **fields)  # type: ignore[call-overload,no-any-return]
+
+def _model(name: str = "Ctx", extra: Extra | None = None, **fields: Any) -> type[BaseModel]:
+    config = ConfigDict(extra=extra) if extra else None
+    return create_model(name, __config__=config, **fields)
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -37,9 +39,10 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]
     return [(c.rule, c.path, c.detail) for c in changes]
 
 
-Row1 = _model("ShapingRow", bonus=(float, Field(0.0, le=1)))
-Row2 = _model("ShapingRow", bonus=(float, Field(0.0, le=0.5)))
-RowExtra = _model("ShapingRow", bonus=(float, Field(0.0, le=1)), weight=(float, 1.0))
+# Any: classes made at run time, used below inside type expressions (`list[Row1]`) that mypy cannot see through.
+Row1: Any = _model("ShapingRow", bonus=(float, Field(0.0, le=1)))
+Row2: Any = _model("ShapingRow", bonus=(float, Field(0.0, le=0.5)))
+RowExtra: Any = _model("ShapingRow", bonus=(float, Field(0.0, le=1)), weight=(float, 1.0))
 RowForbid = _model("ShapingRow", extra="forbid", bonus=(float, Field(0.0, le=1)))
 RowAllow = _model("ShapingRow", extra="allow", bonus=(float, Field(0.0, le=1)))
 
@@ -373,7 +376,7 @@ class Ty:
     fields: tuple[Fld, ...] = ()
     name: str = ""
     values: tuple[Any, ...] = ()
-    extra: str = "ignore"
+    extra: Extra = "ignore"
 
 
 @dataclass(frozen=True)
@@ -410,7 +413,8 @@ def int_cons(draw: st.DrawFn) -> tuple[tuple[str, Any], ...]:
 def _set_bound(cons: dict[str, Any], key: str, value: Any) -> None:
     """One bound per side: `ge` replaces `gt` (both at once is legal but unusual)."""
     twin = {"ge": "gt", "gt": "ge", "le": "lt", "lt": "le"}.get(key)
-    cons.pop(twin, None)
+    if twin is not None:
+        cons.pop(twin, None)
     cons[key] = value
 
 
@@ -460,7 +464,7 @@ def model(draw: st.DrawFn, depth: int, names: list[int], tag: str | None = None)
     for fname in draw(st.lists(st.sampled_from(FIELD_NAMES), min_size=1 if not tag else 0, max_size=3, unique=True)):
         ty = draw(types(depth + 1, names))
         fields.append(Fld(fname, ty, draw(default_for(ty))))
-    extra = draw(st.sampled_from(["ignore", "ignore", "forbid", "allow"]))
+    extra: Extra = draw(st.sampled_from(["ignore", "ignore", "forbid", "allow"]))
     return Ty("model", fields=tuple(fields), name=name, extra=extra)
 
 
@@ -601,7 +605,8 @@ def annotation(ty: Ty) -> Any:
     if ty.kind == "literal":
         return Literal[ty.values]
     if ty.kind == "list":
-        inner = list[annotation(ty.args[0])]  # type: ignore[misc]
+        # Annotated so that mypy reads a value built at run time, not a type alias.
+        inner: Any = list[annotation(ty.args[0])]  # type: ignore[misc]
         return Annotated[inner, Field(**c)] if c else inner
     if ty.kind == "set":
         return set[annotation(ty.args[0])]  # type: ignore[misc]
@@ -620,13 +625,19 @@ def annotation(ty: Ty) -> Any:
     return Any
 
 
+@overload
+def render(ty: Ty, root: Literal[True]) -> type[RoleContext]: ...
+@overload
+def render(ty: Ty, root: Literal[False] = False) -> type[BaseModel]: ...
 def render(ty: Ty, root: bool = False) -> type[BaseModel]:
-    fields = {f.name: (annotation(f.ty), ... if f.default is REQUIRED else f.default) for f in ty.fields}
+    fields: dict[str, Any] = {
+        f.name: (annotation(f.ty), ... if f.default is REQUIRED else f.default) for f in ty.fields
+    }
     if root:
-        return create_model(  # type: ignore[call-overload,no-any-return]
+        return create_model(
             "Ctx", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": ContextRegistry()}, **fields
         )
-    return create_model(ty.name, __config__=ConfigDict(extra=ty.extra), **fields)  # type: ignore[call-overload,no-any-return]
+    return create_model(ty.name, __config__=ConfigDict(extra=ty.extra), **fields)
 
 
 # --- random edits at random depth ---
@@ -934,8 +945,10 @@ def _oracle(data: st.DataObject) -> None:
         _bump(counter)
 
 
+_PROFILE = settings.default
+assert _PROFILE is not None  # the stubs allow None; hypothesis always has a loaded profile once imported
 ORACLE_SETTINGS = settings(
-    max_examples=max(300, settings.default.max_examples),
+    max_examples=max(300, _PROFILE.max_examples),
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )

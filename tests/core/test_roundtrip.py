@@ -159,10 +159,10 @@ def test_urls_addresses_extras_and_dataclasses_round_trip() -> None:
 
     tz = dt.timezone(dt.timedelta(hours=9, minutes=30))
     ctx = Ctx(
-        url="https://judge.internal:8443/v1?x=1",  # type: ignore[arg-type]
-        addr="10.1.2.3",  # type: ignore[arg-type]
-        net="2001:db8::/32",  # type: ignore[arg-type]
-        loose=Loose(known=1, surprise=[1, 2]),  # type: ignore[call-arg]
+        url="https://judge.internal:8443/v1?x=1",
+        addr="10.1.2.3",
+        net="2001:db8::/32",
+        loose=Loose(known=1, surprise=[1, 2]),
         window=Window(start=dt.datetime(2026, 3, 1, 8, tzinfo=tz), label="w"),
     )
     back = decode(encode(ctx), Ctx)

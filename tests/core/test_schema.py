@@ -104,7 +104,7 @@ def test_bad_class_keywords_are_explained(registry: ContextRegistry, kwargs: dic
     """A wrong role= or version= fails at class definition with a message saying what is accepted."""
     with pytest.raises(SchemaDefinitionError, match=match):
 
-        class Bad(RoleContext, registry=registry, **kwargs):  # type: ignore[call-arg]
+        class Bad(RoleContext, registry=registry, **kwargs):
             pass
 
 

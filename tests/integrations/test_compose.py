@@ -29,7 +29,9 @@ FORMS = {
 
 
 def _same(ours: object, theirs: object) -> bool:
-    return OmegaConf.to_container(ours, resolve=False) == OmegaConf.to_container(theirs, resolve=False)
+    ours_plain: object = OmegaConf.to_container(ours, resolve=False)
+    theirs_plain: object = OmegaConf.to_container(theirs, resolve=False)
+    return ours_plain == theirs_plain
 
 
 @pytest.mark.parametrize("args", FORMS.values(), ids=FORMS.keys())

@@ -52,7 +52,7 @@ def _ids() -> list[str]:
 def _reference(index: int) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory() as cwd:
         config = verl_hydra_main(LAUNCHES[index]["args"], cwd)
-    return None if config is None else OmegaConf.to_container(config, resolve=False)  # type: ignore[return-value]
+    return None if config is None else OmegaConf.to_container(config, resolve=False)
 
 
 @functools.cache

@@ -43,7 +43,7 @@ class FakeClock:
 def _client_cls() -> type:
     from verl_ctx.integrations.verl.external import ExternalLLMServerClient
 
-    class Client(ExternalLLMServerClient):  # type: ignore[misc,valid-type]
+    class Client(ExternalLLMServerClient):
         context_schema = RoutingRollout
 
     return Client

@@ -57,7 +57,7 @@ class TinyEngine:
         return iter(params.items()), None
 
 
-class EngineStub(TrainingWorker):  # type: ignore[misc]
+class EngineStub(TrainingWorker):
     """Stands where TrainingWorker.__init__ builds a model engine on a GPU: a gloo process group, a tiny engine."""
 
     def __init__(self, config: Any) -> None:
@@ -77,7 +77,7 @@ class EngineStub(TrainingWorker):  # type: ignore[misc]
         self.loss_fn = loss_fn
 
 
-class StubEngineWorker(ActorRolloutRefWorker):  # type: ignore[misc]
+class StubEngineWorker(ActorRolloutRefWorker):
     """verl's hybrid worker, verl's init_model and update_weights, with the engine stub inside."""
 
     actor_worker_cls = EngineStub
@@ -98,6 +98,7 @@ class CpuExternalPoolTrainer(ExternalPoolTrainer):
     """The shipped trainer with verl's workers on CPU pools and the engine stub."""
 
     context_schema = PoolRollout
+    resource_pool_manager: Any  # verl's ResourcePoolManager, set by verl's own _init_resource_pool_mgr
 
     def _init_resource_pool_mgr(self) -> None:
         from verl_ctx.integrations.verl._rehearsal import rehearsal_pool_manager

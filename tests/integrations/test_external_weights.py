@@ -38,7 +38,7 @@ def _engine(directory: Path, *, is_master: bool = True, bucket_size: int = 1 << 
 
 
 def _send(engine: Any, weights: Any, version: int) -> dict[str, float]:
-    return asyncio.run(engine.send_weights(weights, global_steps=version))  # type: ignore[no-any-return]
+    return asyncio.run(engine.send_weights(weights, global_steps=version))
 
 
 def test_written_weights_load_as_the_same_hugging_face_model(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def test_legacy_trainer_fills_verls_critic_extra_context(contexts: ContextSet) -
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     trainer_cls = bound_trainer_cls(RayPPOTrainer, _worker_envelopes(contexts))
-    trainer = object.__new__(trainer_cls)  # RayPPOTrainer.__init__ needs a tokenizer and datasets
+    trainer: object = object.__new__(trainer_cls)  # RayPPOTrainer.__init__ needs a tokenizer and datasets
     extra = getattr(trainer, "_critic_extra_context", {})  # exactly how ray_trainer.py:831 reads it
     assert decode(extra, DemoCriticContext) == DemoCriticContext(value_clip=0.75)
     assert set(extra["verl_ctx"]) == {"critic"}
@@ -81,7 +81,7 @@ def test_legacy_trainer_keeps_the_recipes_own_critic_extra_context(contexts: Con
 
     from verl_ctx.errors import PayloadWarning
 
-    trainer = object.__new__(bound_trainer_cls(RayPPOTrainer, _worker_envelopes(contexts)))
+    trainer: Any = object.__new__(bound_trainer_cls(RayPPOTrainer, _worker_envelopes(contexts)))  # verl: untyped
     trainer._critic_extra_context = {"my_state": {"step": 3}}
     extra = trainer._critic_extra_context
     assert extra["my_state"] == {"step": 3}

@@ -15,6 +15,8 @@ The client and the trainer import verl's rollout stack: they load on first use. 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._checks import TRAINER_MODE, check_external_pool, routing_from
 from ._pool_state import PoolState, start_pool_state
 from ._router import Router
@@ -23,6 +25,10 @@ from ._weight_sync import PoolWeightSync, SyncReport, load_on_servers, weights_p
 
 #: Import this module inside verl's TaskRunner (``verl-ctx run --import``) to register ``ExternalPoolTrainer``.
 TRAINER_MODULE = "verl_ctx.integrations.verl.external.trainer"
+
+if TYPE_CHECKING:  # what __getattr__ returns, for type checkers; nothing is imported at run time
+    from ._llm_client import ExternalLLMServerClient
+    from .trainer import ExternalPoolTrainer
 
 
 def __getattr__(name: str) -> object:
