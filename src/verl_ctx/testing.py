@@ -155,6 +155,7 @@ def tiny_run_args(model: str | Path, data: str | Path) -> list[str]:
         "data.train_batch_size=2",
         "data.max_prompt_length=16",
         "data.max_response_length=16",
+        "data.dataloader_num_workers=0",  # 8 dataloader processes for 8 rows only slow a small machine down
         "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",

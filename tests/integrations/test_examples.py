@@ -47,27 +47,3 @@ def test_custom_recipe_worker_code_imports_with_real_verl() -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "TrainingWorker"
-
-
-def test_custom_recipe_config_validates_through_the_cli() -> None:
-    """The launch command in examples/custom_recipe/README.md validates the example config."""
-    cli = os.path.join(os.path.dirname(sys.executable), "verl-ctx")
-    out = subprocess.run(
-        [
-            cli,
-            "validate",
-            "-s",
-            "examples.custom_recipe.contexts",
-            "--config-path",
-            "examples/custom_recipe",
-            "--config-name",
-            "config",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    assert "contexts valid for 5 role(s)" in out.stdout

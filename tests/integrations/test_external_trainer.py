@@ -119,6 +119,7 @@ def _config(scratch: Path, **routing: Any) -> Any:
         [
             *args,
             "algorithm.adv_estimator=grpo",
+            "critic.enable=false",  # said outright: verl warns when it infers it from the estimator
             "actor_rollout_ref.actor.use_kl_loss=true",  # a reference policy: verl builds a separate ref worker
             "trainer.v1.trainer_mode=external_pool",
             "trainer.resume_mode=disable",
