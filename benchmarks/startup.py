@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -14,6 +15,15 @@ from .timing import fmt_seconds, table
 TITLE = "Start-up: import and pre-launch validation (fresh processes)"
 
 REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "integrations" / "data" / "verl_launch_scripts.json"
+
+
+def corpus_launches() -> dict[str, list[str]]:
+    """Two of verl's own launch scripts that verl composes: one with its own --config-path (Megatron), one without."""
+    launches = [x for x in json.loads(CORPUS.read_text()) if x["verl_composes"] and not x["repaired"]]
+    with_path = next(x for x in launches if any(a.startswith("--config-path") for a in x["args"]))
+    default = next(x for x in launches if not any(a.startswith("--config") for a in x["args"]))
+    return {Path(x["script"]).name: x["args"] for x in (with_path, default)}
 
 
 def _walls(commands: dict[str, list[str]], rounds: int, cwd: Path | None = None) -> dict[str, list[float]]:
@@ -52,21 +62,19 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     import_ratio = statistics.median(per_round)
     bare, light, models, ours = (statistics.median(imports[k]) for k in ("bare", "light", "models", "ours"))
     cli = str(Path(py).parent / "verl-ctx")
+    validate_cmd = [cli, "validate", "-s", "examples.custom_recipe.contexts", "+extra_context.critic.value_clip=0.3"]
+    launches = corpus_launches()
     heavy = _walls(
         {
-            "validate": [
-                cli,
-                "validate",
-                "-s",
-                "examples.custom_recipe.contexts",
-                "+extra_context.critic.value_clip=0.3",
-            ],
+            "validate": validate_cmd,
+            **{name: [*validate_cmd, *args] for name, args in launches.items()},
             "verl": [py, "-c", "import verl.trainer.main_ppo"],
         },
         max(3, rounds // 3),
         cwd=REPO,
     )
     validate, verl = statistics.median(heavy["validate"]), statistics.median(heavy["verl"])
+    corpus = {name: statistics.median(heavy[name]) for name in launches}
     rows = [
         ["python -c pass", fmt_seconds(bare), ""],
         ["import pydantic, msgspec", fmt_seconds(light), f"+{fmt_seconds(light - bare)} over bare"],
@@ -82,12 +90,17 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
             fmt_seconds(validate),
             f"{validate / verl:.2f}x importing verl's trainer",
         ],
+        *(
+            [f"verl-ctx validate, verl's `{name}` ({len(launches[name])} args)", fmt_seconds(t), f"{t / verl:.2f}x"]
+            for name, t in corpus.items()
+        ),
         ["python -c 'import verl.trainer.main_ppo'", fmt_seconds(verl), "1.00"],
     ]
     ratios = {
         "import": (ours - bare) / (light - bare),
         "import_vs_basemodel": import_ratio,
         "validate_vs_verl_import": validate / verl,
+        "corpus_validate_vs_verl_import": max(corpus.values()) / verl,
         "validate_s": validate,
     }
     return table(["fresh process", "median wall time", "ratio"], rows), ratios
