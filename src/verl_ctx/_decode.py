@@ -329,14 +329,15 @@ def _differing(env: Mapping[str, Any], info: SchemaInfo) -> list[str]:
 def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
     theirs = check_fields(env)
     ours = info.field_digests
-    parts = []
-    for name in _differing(env, info):
-        if name not in ours:
-            parts.append(f"{name} (only in the driver's schema)")
-        elif name not in theirs:
-            parts.append(f"{name} (only in the worker's schema)")
-        else:
-            parts.append(f"{name} (type, constraints or validators differ)")
+
+    def which(key: str, label: str, differs: str) -> str:
+        if key not in ours:
+            return f"{label} (only in the driver's schema)"
+        if key not in theirs:
+            return f"{label} (only in the worker's schema)"
+        return f"{label} ({differs})"
+
+    parts = [which(name, name, "type, constraints or validators differ") for name in _differing(env, info)]
     code = []
     for key in sorted(k for k in set(theirs) | set(ours) if k.startswith("@") and theirs.get(k) != ours.get(k)):
         if key.startswith(CONFIG_KEY):
@@ -344,12 +345,8 @@ def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
             code.append(
                 f"model config of {model} (driver: {theirs.get(key, 'defaults')}; worker: {ours.get(key, 'defaults')})"
             )
-        elif key not in ours:
-            code.append(f"{key[1:]} (only in the driver's schema)")
-        elif key not in theirs:
-            code.append(f"{key[1:]} (only in the worker's schema)")
         else:
-            code.append(f"{key[1:]} (its code differs)")
+            code.append(which(key, key[1:], "its code differs"))
     text = ", ".join(parts) or "none by field"
     if code:
         text += "; differing validators, serializers and config: " + ", ".join(code)

@@ -36,56 +36,39 @@ class Rule:
     why: str
 
 
+# Rule id -> why, breaking rules first, in the order the docs list them.
+_BREAKING_WHY = {
+    "FIELD_REMOVED": 'old payloads carry the field: refused at the top (`extra="forbid"`), silently dropped in a '
+    "nested model",
+    "REQUIRED_FIELD_ADDED": "old payloads lack it",
+    "FIELD_MADE_REQUIRED": "a field lost its default; config sections that left it out fail",
+    "FIELD_TYPE_CHANGED": "old values may fail, or be read as another type (`int` -> `float` reads 1 as 1.0); also "
+    "a new model next to another in a plain union, which may take the other's values",
+    "UNION_MEMBER_REMOVED": "a kind of value old payloads may hold is gone (`Optional[int]` -> `int`)",
+    "ENUM_VALUE_REMOVED": "a `Literal` / `Enum` value old payloads may hold is gone",
+    "CONSTRAINT_TIGHTENED": "a bound, length, pattern, `multipleOf`, uniqueness (list -> set collapses duplicates) "
+    "or extra-field policy accepts less than before",
+}
+_SAFE_WHY = {
+    "DEFAULT_CHANGED": "payloads always carry every value, so decoding is unaffected; listed because new launches "
+    "change behaviour",
+    "DEFAULT_ADDED": "a required field got a default",
+    "FIELD_ADDED": "a new field with a default",
+    "UNION_MEMBER_ADDED": "one more kind of value is accepted (`int` -> `Optional[int]`)",
+    "ENUM_VALUE_ADDED": "one more accepted value",
+    "CONSTRAINT_LOOSENED": "accepts more than before, each old value unchanged (a wider bound, `Literal` -> its base "
+    "type, a type -> `Any`)",
+    "BEHAVIOUR_CHANGED": "a validator, serializer, model config or Python-only type (`list` / `tuple`) changed, which "
+    "JSON Schema cannot show; a skewed worker decodes only when no value changes, else `SchemaMismatchError`",
+}
 #: Every rule, in the order the docs list them.
 RULES: dict[str, Rule] = {
-    r.id: r
-    for r in (
-        Rule(
-            "FIELD_REMOVED",
-            True,
-            'old payloads carry the field: refused at the top (`extra="forbid"`), silently dropped in a nested model',
-        ),
-        Rule("REQUIRED_FIELD_ADDED", True, "old payloads lack it"),
-        Rule("FIELD_MADE_REQUIRED", True, "a field lost its default; config sections that left it out fail"),
-        Rule(
-            "FIELD_TYPE_CHANGED",
-            True,
-            "old values may fail, or be read as another type (`int` -> `float` reads 1 as 1.0); also a new model "
-            "next to another in a plain union, which may take the other's values",
-        ),
-        Rule("UNION_MEMBER_REMOVED", True, "a kind of value old payloads may hold is gone (`Optional[int]` -> `int`)"),
-        Rule("ENUM_VALUE_REMOVED", True, "a `Literal` / `Enum` value old payloads may hold is gone"),
-        Rule(
-            "CONSTRAINT_TIGHTENED",
-            True,
-            "a bound, length, pattern, `multipleOf`, uniqueness (list -> set collapses duplicates) or extra-field "
-            "policy accepts less than before",
-        ),
-        Rule(
-            "DEFAULT_CHANGED",
-            False,
-            "payloads always carry every value, so decoding is unaffected; listed because new launches change "
-            "behaviour",
-        ),
-        Rule("DEFAULT_ADDED", False, "a required field got a default"),
-        Rule("FIELD_ADDED", False, "a new field with a default"),
-        Rule("UNION_MEMBER_ADDED", False, "one more kind of value is accepted (`int` -> `Optional[int]`)"),
-        Rule("ENUM_VALUE_ADDED", False, "one more accepted value"),
-        Rule(
-            "CONSTRAINT_LOOSENED",
-            False,
-            "accepts more than before, each old value unchanged (a wider bound, `Literal` -> its base type, a type "
-            "-> `Any`)",
-        ),
-        Rule(
-            "BEHAVIOUR_CHANGED",
-            False,
-            "a validator, serializer, model config or Python-only type (`list` / `tuple`) changed, which JSON "
-            "Schema cannot show; a skewed worker decodes only when no value changes, else `SchemaMismatchError`",
-        ),
-    )
+    **{rule: Rule(rule, True, why) for rule, why in _BREAKING_WHY.items()},
+    **{rule: Rule(rule, False, why) for rule, why in _SAFE_WHY.items()},
 }
 BREAKING_RULES = frozenset(r.id for r in RULES.values() if r.breaking)
+
+_Members = list[dict[str, Any]]  # the JSON Schemas of a union's members
 
 _LOWER = (("minimum", False), ("exclusiveMinimum", True))
 _UPPER = (("maximum", False), ("exclusiveMaximum", True))
@@ -262,12 +245,7 @@ class _Walk:
     # --- unions ------------------------------------------------------------------------------------
 
     def union(
-        self,
-        old: dict[str, Any],
-        new: dict[str, Any],
-        old_members: list[dict[str, Any]],
-        new_members: list[dict[str, Any]],
-        path: str,
+        self, old: dict[str, Any], new: dict[str, Any], old_members: _Members, new_members: _Members, path: str
     ) -> None:
         old_tag, new_tag = _discriminator(old), _discriminator(new)
         tag = old_tag or new_tag
@@ -280,7 +258,7 @@ class _Walk:
         else:
             self.plain(old, new, old_members, new_members, path)
 
-    def tagged(self, old_members: list[dict[str, Any]], new_members: list[dict[str, Any]], tag: str, path: str) -> None:
+    def tagged(self, old_members: _Members, new_members: _Members, tag: str, path: str) -> None:
         old_by = {t: m for m in old_members for t in _tags(m, tag)}
         new_by = {t: m for m in new_members for t in _tags(m, tag)}
         compared: set[tuple[int, int]] = set()
@@ -298,12 +276,7 @@ class _Walk:
                 self.add("UNION_MEMBER_ADDED", _member_path(path, value), f"now accepts {tag}={value!r}")
 
     def plain(
-        self,
-        old: dict[str, Any],
-        new: dict[str, Any],
-        old_members: list[dict[str, Any]],
-        new_members: list[dict[str, Any]],
-        path: str,
+        self, old: dict[str, Any], new: dict[str, Any], old_members: _Members, new_members: _Members, path: str
     ) -> None:
         old_by, new_by = _keyed(old_members), _keyed(new_members)
         several = (

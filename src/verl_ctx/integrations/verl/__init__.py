@@ -31,7 +31,7 @@ from ..._modules import import_modules  # noqa: E402
 from ._binding import bind_role_worker_mapping, bind_worker_cls  # noqa: E402
 from ._compose import compose_config  # noqa: E402
 from ._config_channel import bind_config  # noqa: E402
-from ._launch import Prepared, check_launch, init_ray, launch, prepare, rehearse  # noqa: E402
+from ._launch import LaunchOptions, Prepared, check_launch, init_ray, launch, prepare, rehearse  # noqa: E402
 from ._runners import (  # noqa: E402
     ContextTaskRunnerMixin,
     ContextTaskRunnerV1Mixin,
@@ -45,6 +45,7 @@ __all__ = [
     "ContextTaskRunnerMixin",
     "ContextTaskRunnerV1Mixin",
     "ContextTrainerMixin",
+    "LaunchOptions",
     "Prepared",
     "bind_config",
     "bind_role_worker_mapping",

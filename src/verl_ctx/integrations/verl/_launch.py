@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..._contextset import ContextSet
 from ...errors import LaunchError
@@ -26,7 +26,11 @@ from ._config_channel import bind_config
 from ._runners import make_task_runner
 from ._store import DEFAULT_OFFLOAD_BYTES, offload
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
+    "LaunchOptions",
     "Prepared",
     "check_launch",
     "init_ray",
@@ -37,6 +41,19 @@ __all__ = [
     "rehearse",
     "verl_cause",
 ]
+
+
+class LaunchOptions(TypedDict, total=False):
+    """The keyword options ``prepare``, ``launch`` and ``rehearse`` share (``verl-ctx run``'s flags)."""
+
+    #: Contexts above this many payload bytes travel by object-store reference (``--offload-bytes``).
+    offload_threshold: int
+    #: The TaskRunner class to bind instead of verl's own (v1 or legacy, by ``trainer.use_v1``).
+    task_runner_base: type | None
+    #: verl slot -> ``module:Class`` of the recipe's worker (``--worker``).
+    workers: Mapping[str, str] | None
+    #: Modules to import inside the TaskRunner before verl looks up its trainer (``--import``).
+    imports: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -130,11 +147,8 @@ def prepare(
     config: Any,
     contexts: ContextSet,
     *,
-    offload_threshold: int = DEFAULT_OFFLOAD_BYTES,
-    task_runner_base: type | None = None,
-    workers: Mapping[str, str] | None = None,
-    imports: Sequence[str] = (),
     rehearsal: Mapping[str, Any] | None = None,
+    **options: Unpack[LaunchOptions],
 ) -> Prepared:
     """Bind ``contexts`` into ``config`` (changed in place) and a TaskRunner class for ``run_ppo``.
 
@@ -143,7 +157,8 @@ def prepare(
     values with secrets masked, so nothing verl prints or tracks holds a secret. ``workers`` and ``imports``
     are the recipe's worker classes and modules, used inside the TaskRunner (see ``make_task_runner``).
     """
-    envelopes = offload(contexts.envelopes(), threshold=offload_threshold, always=contexts.secret_roles())
+    threshold = options.get("offload_threshold", DEFAULT_OFFLOAD_BYTES)
+    envelopes = offload(contexts.envelopes(), threshold=threshold, always=contexts.secret_roles())
     written = bind_config(config, envelopes, redacted=contexts.redacted())
     channels = {role: "worker class" for role in envelopes if role in WORKER_CLASS_ROLES}
     for key in written:
@@ -154,23 +169,15 @@ def prepare(
     runner = make_task_runner(
         {role: env for role, env in envelopes.items() if role in WORKER_CLASS_ROLES},
         use_v1=bool(config.trainer.use_v1),
-        base=task_runner_base,
-        workers=workers,
-        imports=imports,
+        base=options.get("task_runner_base"),
+        workers=options.get("workers"),
+        imports=options.get("imports", ()),
         rehearsal=rehearsal,
     )
     return Prepared(runner, channels, contexts.payload_sizes())
 
 
-def launch(
-    config: Any,
-    contexts: ContextSet,
-    *,
-    offload_threshold: int = DEFAULT_OFFLOAD_BYTES,
-    task_runner_base: type | None = None,
-    workers: Mapping[str, str] | None = None,
-    imports: Sequence[str] = (),
-) -> None:
+def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) -> None:
     """Run verl's PPO training (``trainer.use_v1`` picks v1 or legacy) with every role's context delivered.
 
     Does what ``python -m verl.trainer.main_ppo`` does after composing the config, with a bound TaskRunner.
@@ -179,25 +186,11 @@ def launch(
 
     check_launch(config)
     init_ray(config)
-    prepared = prepare(
-        config,
-        contexts,
-        offload_threshold=offload_threshold,
-        task_runner_base=task_runner_base,
-        workers=workers,
-        imports=imports,
-    )
+    prepared = prepare(config, contexts, **options)
     run_ppo(config, task_runner_class=prepared.task_runner)
 
 
-def rehearse(
-    config: Any,
-    contexts: ContextSet,
-    *,
-    workers: Mapping[str, str] | None = None,
-    imports: Sequence[str] = (),
-    offload_threshold: int = DEFAULT_OFFLOAD_BYTES,
-) -> list[dict[str, Any]]:
+def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) -> list[dict[str, Any]]:
     """Run the launch on this machine's CPUs up to the model engine; returns what each worker recorded.
 
     verl's checks, Ray, the TaskRunner, the trainer and every recipe worker run for real; each
@@ -224,14 +217,7 @@ def rehearse(
     started = init_ray(config)
     try:
         with tempfile.TemporaryDirectory(prefix="verl-ctx-rehearsal-") as directory:
-            prepared = prepare(
-                config,
-                contexts,
-                offload_threshold=offload_threshold,
-                workers=workers,
-                imports=imports,
-                rehearsal={"dir": directory},
-            )
+            prepared = prepare(config, contexts, rehearsal={"dir": directory}, **options)
             try:
                 run_ppo(config, task_runner_class=prepared.task_runner)
             except Exception as e:
