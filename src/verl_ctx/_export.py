@@ -119,10 +119,14 @@ def check_export(registry: ContextRegistry, export_dir: Path) -> CheckReport:
     """Today's schemas against the export in ``export_dir``: every change, and whether it is allowed."""
     lock_path = export_dir / LOCK_FILE
     try:
-        lock = json.loads(lock_path.read_text())
-        entries = lock["schemas"]
-    except FileNotFoundError:
+        text = lock_path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
         raise ConfigError(f"{export_dir} holds no {LOCK_FILE}; create it with `verl-ctx schema export`") from None
+    except (OSError, ValueError) as e:  # unreadable, or a path the OS refuses (a NUL byte)
+        raise ConfigError(f"cannot read {str(lock_path)!r}: {e}") from None
+    try:
+        lock = json.loads(text)
+        entries = lock["schemas"]
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{lock_path} is not a verl-ctx lock file: {e}") from None
 

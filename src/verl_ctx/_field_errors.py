@@ -37,6 +37,7 @@ __all__ = [
     "suggest",
     "unwrap",
     "withheld",
+    "without_assigned_values",
 ]
 
 REDACTED = "'**********'"
@@ -253,6 +254,22 @@ def withheld(value: Any) -> str:
 
 
 # --- rendering values ---------------------------------------------------------------------------------------
+
+
+def without_assigned_values(text: str, assignments: Iterable[str]) -> str:
+    """``text`` with the value of every ``key=value`` in ``assignments`` replaced by ``<value withheld>``.
+
+    For messages of other libraries (Hydra, click) that echo a command-line override: any value may be a secret
+    meant for a context, and the key is what a user needs to fix the override.
+    """
+    import re
+
+    for assignment in assignments:
+        value = assignment.partition("=")[2]
+        if value:
+            # The value as a token of its own (a sentence's full stop may follow it), not inside a longer name.
+            text = re.sub(rf"(?<![\w.\-]){re.escape(value)}(?![\w\-])(?!\.\w)", "<value withheld>", text)
+    return text
 
 
 def render_value(value: Any, limit: int = _MAX_SHOWN) -> str:

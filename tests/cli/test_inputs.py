@@ -39,6 +39,44 @@ def test_mistyped_secret_field_is_never_echoed(run_cli: Run, ctx_module: str) ->
         assert "did you mean 'token'?" in res.out + res.err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["validate", "no.such.key=sk-live-123"],  # Hydra: "To append to your config use +no.such.key=..."
+        ["validate", "+extra_context.rewrd=1", "~extra_context=sk-live-123"],  # Hydra: "... and not sk-..."
+        # argparse takes one run of overrides: the ones after -cn are "unrecognized arguments"
+        ["validate", "algorithm.adv_estimator=gae", "-cn", "ppo_trainer", "+extra_context.reward.token=sk-live-123"],
+        ["schema", "check", ".", "extra_context.reward.token=sk-live-123"],  # click: unexpected extra argument
+        ["schema", "check", "extra_context.reward.token=sk-live-123"],  # an override where a directory goes
+    ],
+    ids=["hydra-override", "hydra-delete", "argparse", "click-extra", "schema-check-dir"],
+)
+def test_override_values_in_other_libraries_messages_are_withheld(
+    run_cli: Run, ctx_module: str, args: list[str]
+) -> None:
+    """Hydra, argparse and click echo a failing override whole; the value may be a secret: only the key shows."""
+    res = (
+        run_cli(*args[:2], "-s", ctx_module, *args[2:])
+        if args[0] == "schema"
+        else run_cli(args[0], "-s", ctx_module, *args[1:])
+    )
+    assert res.code == 2, res.out + res.err
+    assert "sk-live-123" not in res.out + res.err
+    assert "Traceback" not in res.err
+
+
+def test_a_path_the_os_refuses_is_a_usage_error() -> None:
+    """A NUL byte in a path argument (possible in-process only) is exit 2 with a message, not a ValueError."""
+    from click.testing import CliRunner
+
+    from verl_ctx.cli._main import cli
+
+    for args in (["schema", "check", "a\x00b"], ["diff", "a\x00b"], ["validate", "--config", "a\x00b.yaml"]):
+        res = CliRunner().invoke(cli, args, prog_name="verl-ctx")
+        assert isinstance(res.exception, SystemExit), (args, res.exception)
+        assert res.exit_code == 2, (args, res.output)
+
+
 def test_inactive_role_never_blocks_even_when_incomplete(run_cli: Run, write: Write) -> None:
     """Under GRPO no critic runs: a CriticContext with a required field and no section is not an error."""
     write("strict_ctx.py", "from verl_ctx import RoleContext\nclass C(RoleContext, role='critic'):\n    beta: float\n")

@@ -18,6 +18,7 @@ from ._main import (
     _config_inputs,
     _exits,
     _format_option,
+    _Path,
     _validated,
     cli,
 )
@@ -36,11 +37,11 @@ VERL_ARGS are exactly what you would give `python -m verl.trainer.main_ppo` (Hyd
 
 
 @cli.command("diff", **_COMMAND, help=_HELP)
-@click.argument("checkpoint", type=click.Path(file_okay=False))
+@click.argument("checkpoint", type=_Path(file_okay=False))
 @click.option(
     "--against",
     "other",
-    type=click.Path(file_okay=False),
+    type=_Path(file_okay=False),
     default=None,
     metavar="CHECKPOINT",
     help="Compare with this checkpoint's contexts instead of a config.",

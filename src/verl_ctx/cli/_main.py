@@ -72,7 +72,7 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--config",
             "config_file",
-            type=click.Path(dir_okay=False),
+            type=_Path(dir_okay=False),
             default=None,
             metavar="FILE",
             help="A YAML file layered over verl's config (as a Hydra defaults list [ppo_trainer, FILE] would).",
@@ -119,7 +119,46 @@ def _exits(fn: _F) -> _F:
 _COMMAND = {"context_settings": {"ignore_unknown_options": True}, "epilog": EXIT_CODES}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
+def _withholding(parse_args: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """click's usage errors echo arguments (``Got unexpected extra argument (key=value)``); withhold the values."""
+
+    @functools.wraps(parse_args)
+    def wrapper(self: click.Command, ctx: click.Context, args: list[str]) -> list[str]:
+        from .._field_errors import without_assigned_values
+
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return parse_args(self, ctx, args)
+        except click.UsageError as e:
+            withheld = without_assigned_values(e.message, given)
+            if withheld == e.message:
+                raise
+            raise click.UsageError(withheld, e.ctx) from None
+
+    return wrapper
+
+
+class _Path(click.Path):
+    """click's Path, with a path the OS refuses (a NUL byte) a usage error instead of a ValueError."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except ValueError as e:
+            self.fail(f"{value!r} is not a usable path: {e}", param, ctx)
+
+
+class _Command(click.Command):
+    parse_args = _withholding(click.Command.parse_args)
+
+
+class _Group(click.Group):
+    parse_args = _withholding(click.Group.parse_args)
+    command_class = _Command
+    group_class = type  # subgroups (`schema`) are _Groups too
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(package_name="verl-ctx")
 def cli() -> None:
     """Typed, validated, versioned context for verl's workers."""
@@ -230,7 +269,7 @@ def schema() -> None:
 
 @schema.command("export")
 @click.option("-s", "--schemas", "modules", multiple=True, metavar="MODULE", help="Module defining schemas.")
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to write.")
+@click.option("-o", "--out", "out_dir", required=True, type=_Path(file_okay=False), help="Directory to write.")
 @_exits
 def schema_export(modules: tuple[str, ...], out_dir: str) -> None:
     """Write one JSON Schema per role schema, a config-file schema and a lock file."""
@@ -245,7 +284,7 @@ def schema_export(modules: tuple[str, ...], out_dir: str) -> None:
 
 @schema.command("check", epilog=EXIT_CODES)
 @click.option("-s", "--schemas", "modules", multiple=True, metavar="MODULE", help="Module defining schemas.")
-@click.argument("export_dir", type=click.Path(file_okay=False))
+@click.argument("export_dir", type=_Path(file_okay=False))
 @_format_option
 @_exits
 def schema_check(modules: tuple[str, ...], export_dir: str, fmt: str) -> None:
@@ -254,6 +293,9 @@ def schema_check(modules: tuple[str, ...], export_dir: str, fmt: str) -> None:
     from .._modules import import_modules
     from .._registry import default_registry
 
+    key, assigned, _ = export_dir.partition("=")
+    if assigned:
+        raise ConfigError(f"`schema check` takes an export directory, not a verl override ({key}=...)")
     import_modules(modules)
     report = check_export(default_registry, Path(export_dir))
     if fmt == "json":
@@ -265,7 +307,7 @@ def schema_check(modules: tuple[str, ...], export_dir: str, fmt: str) -> None:
 
 
 @schema.command("envelope")
-@click.option("-o", "--out", "out_file", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("-o", "--out", "out_file", required=True, type=_Path(dir_okay=False), help="File to write.")
 def schema_envelope(out_file: str) -> None:
     """Write the JSON Schema of the envelope format."""
     from .._envelope import envelope_json_schema

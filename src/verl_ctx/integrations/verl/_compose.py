@@ -76,7 +76,12 @@ def _hydra_parser() -> argparse.ArgumentParser:
 
 def parse_verl_args(args: Sequence[str]) -> VerlArgs:
     """Read ``python -m verl.trainer.main_ppo`` arguments; options that would not launch one run are refused."""
-    ns = _hydra_parser().parse_args(list(args))
+    try:
+        ns = _hydra_parser().parse_args(list(args))
+    except ConfigError as e:  # argparse echoes what it could not place, overrides with their values included
+        from ..._field_errors import without_assigned_values
+
+        raise ConfigError(without_assigned_values(str(e), args)) from None
     for flag in ("help", "hydra_help", "version", "multirun", "shell_completion"):
         if getattr(ns, flag):
             raise ConfigError(f"--{flag.replace('_', '-')} does not launch a single run; drop it")
@@ -164,7 +169,7 @@ def _compose(search_dir: str, name: str, verl: VerlArgs, extra_search: Sequence[
                 "directory, as verl's entry point resolves it; give an absolute path for your own configs"
             )
         init = initialize_config_dir(config_dir=search_dir, job_name=VERL_TASK_NAME, version_base=None)
-    return _hydra_call(lambda: _run(init, compose, name, overrides), f"config {name} from {search_dir}")
+    return _hydra_call(lambda: _run(init, compose, name, overrides), f"config {name} from {search_dir}", overrides)
 
 
 def _run(init: Any, compose: Any, name: str, overrides: list[str]) -> Any:
@@ -191,18 +196,21 @@ def _compose_with_file(file: Path, verl: VerlArgs) -> Any:
     return _compose(str(verl_config_dir()), _LAYERED, verl, extra_search=[directory])
 
 
-def _hydra_call(step: Any, what: str) -> Any:
+def _hydra_call(step: Any, what: str, overrides: Sequence[str] = ()) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+
+    from ..._field_errors import without_assigned_values
 
     try:
         return step()
     except ConfigError:
         raise
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(f"cannot compose {what}: {_hydra_message(e)}") from None
+        raise ConfigError(f"cannot compose {what}: {without_assigned_values(_hydra_message(e), overrides)}") from None
     except Exception as e:  # noqa: BLE001 - YAML errors and others surface through Hydra as themselves
-        raise ConfigError(f"cannot read {what}: {type(e).__name__}: {_hydra_message(e)}") from None
+        message = without_assigned_values(_hydra_message(e), overrides)
+        raise ConfigError(f"cannot read {what}: {type(e).__name__}: {message}") from None
 
 
 def _hydra_message(e: BaseException) -> str:

@@ -1,0 +1,34 @@
+"""The CLI fuzz campaign (``fuzz_cli.py``) in CI, in its own interpreter: a fixed seed and a fresh one."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO
+
+SEEDS = [20261201, random.SystemRandom().randrange(2**32)]
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=["fixed", "fresh"])
+def test_fuzzed_command_lines_exit_cleanly_and_never_echo_a_secret(seed: int) -> None:
+    """120 fuzzed command lines: exit 0, 1 or 2 with our message, no traceback, the secret never printed."""
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.cli.fuzz_cli", "120", str(seed)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not report["defects"], f"seed {seed}:\n" + "\n".join(report["defects"][:5])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert set(report["exits"]) <= {"0", "1", "2"}
+    assert {"0", "1", "2"} <= set(report["exits"]) or report["tried"] < 50  # valid, invalid and usage all reached
