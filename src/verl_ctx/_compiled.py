@@ -289,8 +289,9 @@ class _Compiler:
         except (TypeError, ValueError) as e:
             raise _NotCompiled(f"no msgspec mirror ({e})") from None
         finally:
-            # msgspec caches a lookup table on an Enum class it decodes, which makes the class unpicklable by
-            # value (CODEC_NOTES trap 8); the decoder keeps its own reference to the table.
+            # msgspec caches a lookup table on an Enum class it decodes (``__msgspec_cache__``), which cloudpickle
+            # cannot pickle when it pickles the class by value (a schema defined in __main__, sent to a Ray
+            # worker); the decoder keeps its own reference to the table.
             for cls, cached in zip(self.enums, had, strict=True):
                 if not cached and "__msgspec_cache__" in vars(cls):
                     delattr(cls, "__msgspec_cache__")
