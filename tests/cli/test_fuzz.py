@@ -27,8 +27,10 @@ def test_fuzzed_command_lines_exit_cleanly_and_never_echo_a_secret(seed: int) ->
         timeout=600,
         check=False,
     )
+    assert out.stdout.strip(), f"seed {seed}: no report; stderr: {out.stderr[-2000:]}"
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert not report["defects"], f"seed {seed}:\n" + "\n".join(report["defects"][:5])
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert set(report["exits"]) <= {"0", "1", "2"}
-    assert {"0", "1", "2"} <= set(report["exits"]) or report["tried"] < 50  # valid, invalid and usage all reached
+    assert out.returncode == 0, f"seed {seed}: {out.stderr[-2000:]}"
+    assert set(report["exits"]) <= {"0", "1", "2"}, report
+    if seed == SEEDS[0]:  # the fixed seed reaches valid, invalid and usage-error runs alike
+        assert set(report["exits"]) == {"0", "1", "2"}, report

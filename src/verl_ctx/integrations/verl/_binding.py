@@ -137,6 +137,8 @@ def bind_role_worker_mapping(
 
 def resolve_worker_classes(specs: Mapping[str, str]) -> dict[str, type]:
     """``{"critic": "my_recipe.workers:CriticWorker"}`` -> the classes, checked against what each slot takes."""
+    if not specs:
+        return {}  # verl's worker module imports torch: not for a launch that names no recipe worker
     from verl.single_controller.base import Worker
 
     out: dict[str, type] = {}
