@@ -42,11 +42,31 @@ RECIPE_OVERRIDES = [
 BAD_OVERRIDE = "extra_context.critic.value_clip=-1"
 
 
-def verl_ctx(*args: str) -> subprocess.CompletedProcess[str]:
-    """The installed ``verl-ctx`` console script, from the repository root (so the recipe is importable)."""
-    command = [str(Path(sys.executable).with_name("verl-ctx")), *args]
+def _command(*args: str) -> tuple[list[str], dict[str, str]]:
+    """The installed ``verl-ctx`` console script, run from the repository root (so the recipe is importable)."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    return [str(Path(sys.executable).with_name("verl-ctx")), *args], env
+
+
+def verl_ctx(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``verl-ctx ARGS``, its output captured; a run that has not ended after ``timeout`` seconds is stopped."""
+    command, env = _command(*args)
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def streamed(*args: str) -> tuple[int, str]:
+    """``verl-ctx ARGS`` with its own lines shown as they come (Ray's worker lines, prefixed ``pid=``, kept back)."""
+    command, env = _command(*args)
+    lines = []
+    with subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "pid=" not in line[:40]:  # Ray prefixes forwarded lines with "(ProcessName pid=...)"
+                print(line, end="", flush=True)
+    return proc.returncode, "".join(lines)
 
 
 def main(argv: list[str]) -> int:
@@ -58,14 +78,10 @@ def main(argv: list[str]) -> int:
         model, data = tiny_model(Path(scratch) / "model"), tiny_dataset(Path(scratch) / "data")
         overrides = [*tiny_run_args(model, data), *RECIPE_OVERRIDES, f"trainer.use_v1={not legacy}"]
         print(f"$ verl-ctx run --rehearse {' '.join(RECIPE_ARGS)} <tiny-run overrides> {' '.join(RECIPE_OVERRIDES)}")
-        run = verl_ctx("run", "--rehearse", *RECIPE_ARGS, *overrides)
-    # Ray prefixes the lines it forwards from its processes with "(ProcessName pid=...)" (coloured on a terminal).
-    ours = [line for line in run.stdout.splitlines() if "pid=" not in line[:40]]
-    print("\n".join(ours))
-    if run.returncode != 0:
-        print(run.stderr[-4000:], file=sys.stderr)
+        code, output = streamed("run", "--rehearse", *RECIPE_ARGS, *overrides)
+    if code != 0:
         return 1
-    leaked = SECRET in run.stdout or SECRET in run.stderr
+    leaked = SECRET in output
     print(f"\nthe judge's API key in anything printed, verl's own config dump included: {'YES' if leaked else 'no'}")
 
     print(f"\n$ verl-ctx validate -s examples.custom_recipe.contexts --config ... {BAD_OVERRIDE}")

@@ -12,21 +12,15 @@ import json
 import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from examples.custom_recipe.demo import RECIPE_ARGS, RECIPE_OVERRIDES, SECRET, verl_ctx
 
 from verl_ctx.envelope import from_text
 
-from .conftest import REPO
-
 pytestmark = pytest.mark.ray
-
-SECRET = "sk-test-judge-7f3a9c"
-RECIPE = REPO / "examples" / "custom_recipe"
 
 
 @pytest.fixture(scope="module")
@@ -38,29 +32,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def _rehearse(tiny: list[str], *extra: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
-    command = [
-        str(Path(sys.executable).with_name("verl-ctx")),
-        "run",
-        "--rehearse",
-        "--format",
-        "json",
-        "-s",
-        "examples.custom_recipe.contexts",
-        "--config",
-        str(RECIPE / "config.yaml"),
-        "--worker",
-        "critic=examples.custom_recipe.workers:CriticWorker",
-        "--worker",
-        "actor_rollout_ref=examples.custom_recipe.workers:HybridWorker",
-        *tiny,
-        "algorithm.adv_estimator=gae",
-        "actor_rollout_ref.actor.use_kl_loss=true",
-        "extra_context.critic.value_clip=0.25",
-        f"+extra_context.reward.judge.api_key={SECRET}",
-        *extra,
-    ]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    out = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=420, check=False)
+    """The demo's (and the recipe README's) `verl-ctx run` command, rehearsed, with a JSON report."""
+    out = verl_ctx("run", "--rehearse", "--format", "json", *RECIPE_ARGS, *tiny, *RECIPE_OVERRIDES, *extra)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     return out, report["records"]
@@ -116,23 +89,13 @@ def test_no_secret_in_anything_printed_nor_in_any_encoded_text(rehearsal: Any) -
 
 def test_a_missing_recipe_worker_class_stops_before_ray(tiny: list[str]) -> None:
     """A --worker naming a class that does not exist is a usage error, before anything starts."""
-    command = [
-        str(Path(sys.executable).with_name("verl-ctx")),
+    out = verl_ctx(
         "run",
         "-s",
         "examples.custom_recipe.contexts",
         "--worker",
         "critic=examples.custom_recipe.workers:NoSuchWorker",
         *tiny,
-    ]
-    out = subprocess.run(
-        command,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert out.returncode == 2
     assert "examples.custom_recipe.workers has no NoSuchWorker" in out.stderr
