@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ class Method:
     decode: Callable[[Any], Any]
     size: Callable[[Any], int]
     obj: Any
+
+    def round_trip(self) -> Any:
+        return self.decode(self.encode(self.obj))
 
 
 def _envelope_methods(name: str, obj: Any) -> list[Method]:
@@ -102,11 +106,9 @@ def measure(quick: bool = False) -> tuple[list[Result], dict[str, str]]:
                 failures[f"{kind}|{method.name}"] = f"{type(e).__name__}: {str(e)[:70]}"
                 continue
             usable.append((method, blob))
-        enc = interleaved({m.name: (lambda m=m: m.encode(m.obj)) for m, _ in usable}, number=number, rounds=rounds)
-        dec = interleaved({m.name: (lambda m=m, b=b: m.decode(b)) for m, b in usable}, number=number, rounds=rounds)
-        rt = interleaved(
-            {m.name: (lambda m=m: m.decode(m.encode(m.obj))) for m, _ in usable}, number=number, rounds=rounds
-        )
+        enc = interleaved({m.name: functools.partial(m.encode, m.obj) for m, _ in usable}, number=number, rounds=rounds)
+        dec = interleaved({m.name: functools.partial(m.decode, b) for m, b in usable}, number=number, rounds=rounds)
+        rt = interleaved({m.name: m.round_trip for m, _ in usable}, number=number, rounds=rounds)
         for m, blob in usable:
             results.append(Result(kind, m.name, enc[m.name], dec[m.name], rt[m.name], m.size(blob)))
     return results, failures

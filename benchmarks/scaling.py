@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import cloudpickle
 
 from verl_ctx import decode, encode
@@ -25,9 +28,9 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
         rounds = 3 if n >= 10**6 else 5
         got = interleaved(
             {
-                "encode": lambda c=ctx: encode(c),
-                "decode": lambda e=env: decode(e, large),
-                "cloudpickle": lambda c=ctx: cloudpickle.loads(cloudpickle.dumps(c)),
+                "encode": functools.partial(encode, ctx),
+                "decode": functools.partial(decode, env, large),
+                "cloudpickle": functools.partial(_pickle_round_trip, ctx),
             },
             number=number,
             rounds=rounds,
@@ -55,3 +58,7 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     )
     headers = ["rows", "encode", "decode", "verl-ctx per row", "cloudpickle per row (round trip)", "payload bytes"]
     return table(headers, rows) + "\n\n" + note, {"per_row_growth": last / first, "cloudpickle_growth": cp_growth}
+
+
+def _pickle_round_trip(obj: Any) -> Any:
+    return cloudpickle.loads(cloudpickle.dumps(obj))

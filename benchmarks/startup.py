@@ -62,12 +62,14 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     import_ratio = statistics.median(per_round)
     bare, light, models, ours = (statistics.median(imports[k]) for k in ("bare", "light", "models", "ours"))
     cli = str(Path(py).parent / "verl-ctx")
-    validate_cmd = [cli, "validate", "-s", "examples.custom_recipe.contexts", "+extra_context.critic.value_clip=0.3"]
+    validate_cmd = [cli, "validate", "-s", "examples.custom_recipe.contexts"]
+    override = "+extra_context.critic.value_clip=0.3"
     launches = corpus_launches()
     heavy = _walls(
         {
-            "validate": validate_cmd,
-            **{name: [*validate_cmd, *args] for name, args in launches.items()},
+            "validate": [*validate_cmd, override],
+            # After the launch's own arguments: Hydra's parser takes one run of overrides, after its options.
+            **{name: [*validate_cmd, *args, override] for name, args in launches.items()},
             "verl": [py, "-c", "import verl.trainer.main_ppo"],
         },
         max(3, rounds // 3),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -19,3 +20,21 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def registry() -> ContextRegistry:
     """A fresh registry, so a test's schemas never collide with another test's."""
     return ContextRegistry("test registry")
+
+
+@pytest.fixture
+def empty_default_registry() -> Iterator[None]:
+    """The default registry emptied for one in-process test, then restored.
+
+    Collecting ``examples/`` imports the example recipe's contexts into the default registry; a test that imports
+    its own schemas for the same roles in this process (the CLI through click's runner) starts from an empty one.
+    """
+    from verl_ctx import default_registry
+
+    saved = dict(default_registry._by_role)
+    default_registry._by_role.clear()
+    try:
+        yield
+    finally:
+        default_registry._by_role.clear()
+        default_registry._by_role.update(saved)

@@ -233,6 +233,7 @@ def test_help_lists_the_exit_codes(run_cli: Run) -> None:
     assert "130" in res.out
 
 
+@pytest.mark.usefixtures("empty_default_registry")
 def test_accept_context_change_reaches_the_config_verl_gets(
     ctx_module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
