@@ -17,7 +17,7 @@ Namespaces: ``verl_ctx.errors`` (every exception and warning), ``verl_ctx.envelo
 This package imports pydantic and msgspec only.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from ._contextset import ContextSet, Provenance
 from ._decode import decode
@@ -27,10 +27,20 @@ from ._schema import RoleContext, migration
 from ._validate import validate
 from .errors import ContextError
 
-try:
-    __version__ = version("verl-ctx")
-except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> Any:
+    # ``__version__`` on first use: importing importlib.metadata costs about a quarter of `import verl_ctx`.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("verl-ctx")
+        except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+            found = "0+unknown"
+        globals()["__version__"] = found
+        return found
+    raise AttributeError(f"module 'verl_ctx' has no attribute {name!r}")
+
 
 __all__ = [
     "ContextError",
