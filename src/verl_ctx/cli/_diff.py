@@ -19,6 +19,7 @@ from ._main import (
     _exits,
     _format_option,
     _Path,
+    _path_option,
     _validated,
     cli,
 )
@@ -38,13 +39,8 @@ VERL_ARGS are exactly what you would give `python -m verl.trainer.main_ppo` (Hyd
 
 @cli.command("diff", **_COMMAND, help=_HELP)
 @click.argument("checkpoint", type=_Path(file_okay=False))
-@click.option(
-    "--against",
-    "other",
-    type=_Path(file_okay=False),
-    default=None,
-    metavar="CHECKPOINT",
-    help="Compare with this checkpoint's contexts instead of a config.",
+@_path_option(
+    "--against", "other", "CHECKPOINT", "Compare with this checkpoint's contexts instead of a config.", directory=True
 )
 @_config_inputs
 @_format_option

@@ -69,13 +69,11 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
             metavar="MODULE",
             help="Module defining RoleContext schemas (repeatable).",
         ),
-        click.option(
+        _path_option(
             "--config",
             "config_file",
-            type=_Path(dir_okay=False),
-            default=None,
-            metavar="FILE",
-            help="A YAML file layered over verl's config (as a Hydra defaults list [ppo_trainer, FILE] would).",
+            "FILE",
+            "A YAML file layered over verl's config (as a Hydra defaults list [ppo_trainer, FILE] would).",
         ),
         click.argument("verl_args", nargs=-1, type=click.UNPROCESSED, metavar="[VERL_ARGS]..."),
     ]
@@ -146,6 +144,12 @@ class _Path(click.Path):
             return super().convert(value, param, ctx)
         except ValueError as e:
             self.fail(f"{value!r} is not a usable path: {e}", param, ctx)
+
+
+def _path_option(flag: str, dest: str, metavar: str, help: str, *, directory: bool = False) -> Callable[[_F], _F]:
+    """An optional option naming a file (or, with ``directory``, a folder); a path the OS refuses is exit 2."""
+    kind = _Path(file_okay=not directory, dir_okay=directory)
+    return click.option(flag, dest, type=kind, default=None, metavar=metavar, help=help)
 
 
 class _Command(click.Command):
