@@ -72,3 +72,15 @@ def test_no_gpu_inside_the_task_runner_is_one_line_and_a_kept_traceback(tmp_path
     assert log is not None
     assert "Traceback" in Path(log.group(1)).read_text()
     assert "Traceback" not in out.stderr
+
+
+def test_a_rehearsal_ray_could_not_schedule_is_refused_naming_the_cpus_needed(tmp_path: Path) -> None:
+    """Too few logical CPUs for a rehearsal: one line naming how many are needed, before Ray starts (no hang)."""
+    from verl_ctx.testing import tiny_dataset, tiny_model, tiny_run_args
+
+    tiny = tiny_run_args(tiny_model(tmp_path / "model"), tiny_dataset(tmp_path / "data"))
+    out = _run(tmp_path, "--rehearse", *tiny, "ray_kwargs.ray_init.num_cpus=2")
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "a rehearsal needs 4 logical CPUs in Ray" in out.stderr
+    assert "ray_kwargs.ray_init.num_cpus=4" in out.stderr
+    assert "Started a local Ray instance" not in out.stdout + out.stderr
