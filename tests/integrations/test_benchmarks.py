@@ -28,5 +28,5 @@ def test_startup_section_runs_on_verls_own_launch_scripts(tmp_path: Path) -> Non
     )
     assert run.returncode == 0, run.stderr[-3000:]
     text = out.read_text()
-    assert "verl-ctx validate, verl's `run_qwen2-7b_math_megatron_fsdp.sh`" in text
+    assert text.count("verl-ctx validate, verl's `") == 2  # one launch with its own --config-path, one without
     assert "python -c 'import verl.trainer.main_ppo'" in text
