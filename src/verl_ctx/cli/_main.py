@@ -143,7 +143,7 @@ class _Path(click.Path):
         try:
             return super().convert(value, param, ctx)
         except ValueError as e:
-            self.fail(f"{value!r} is not a usable path: {e}", param, ctx)
+            self.fail(f"not a usable path ({e})", param, ctx)  # the value may be an override: not echoed
 
 
 def _path_option(flag: str, dest: str, metavar: str, help: str, *, directory: bool = False) -> Callable[[_F], _F]:
