@@ -14,6 +14,7 @@ import decimal
 import difflib
 import enum
 import json
+import re
 import types
 import typing
 import uuid
@@ -262,8 +263,6 @@ def without_assigned_values(text: str, assignments: Iterable[str]) -> str:
     For messages of other libraries (Hydra, click) that echo a command-line override: any value may be a secret
     meant for a context, and the key is what a user needs to fix the override.
     """
-    import re
-
     for assignment in assignments:
         value = assignment.partition("=")[2]
         if value:

@@ -21,49 +21,33 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from .conftest import CONTEXTS
+
 SECRET = "sk-FUZZ-9f8e7d6c5b4a"
-MODULE = """
-    from typing import Literal
-    from pydantic import BaseModel, Field, SecretStr
-    from verl_ctx import RoleContext
-
-    class Judge(BaseModel):
-        url: str = "http://judge"
-        api_key: SecretStr | None = None
-
-    class CriticContext(RoleContext, role="critic"):
-        value_clip: float = Field(0.2, gt=0)
-        warmup_steps: int = 0
-        shaping: Literal["none", "length_penalty"] = "none"
+# The CLI suite's schemas (conftest.CONTEXTS), plus a length-bounded list.
+MODULE = (
+    CONTEXTS
+    + """
+    class ActorContext(RoleContext, role="actor"):
         table: list[float] = Field(default_factory=list, max_length=3)
-
-    class RewardContext(RoleContext, role="reward"):
-        judge: Judge = Field(default_factory=Judge)
-        token: SecretStr | None = None
 """
-KEYS = [
+)
+# Keys whose value may be echoed by design: plain fields (value_clip, url) and verl's own keys.
+PLAIN_KEYS = [
     "extra_context.critic.value_clip",
     "extra_context.critic.warmup_steps",
     "extra_context.critic.shaping",
-    "extra_context.critic.table",
-    "extra_context.critic.valu_clip",
+    "extra_context.actor.table",
     "extra_context.reward.judge.url",
-    "extra_context.reward.judge.api_key",
-    "extra_context.reward.judge.api_kye",
-    "extra_context.reward.token",
-    "extra_context.reward.tokn",
-    "extra_context.rewrd",
-    "extra_context",
     "algorithm.adv_estimator",
     "critic.enable",
     "trainer.use_v1",
     "actor_rollout_ref.model.lora.rank",
     "data.train_batch_size",
-    "no.such.key",
 ]
 # Keys whose value may be a secret: secret-typed fields and every key no schema declares (a mistyped secret
-# field). A value given to a plain field (value_clip, url, verl's own keys) may be echoed by design.
-MAY_BE_SECRET = {
+# field). Their values are never printed.
+MAY_BE_SECRET = [
     "extra_context.critic.valu_clip",
     "extra_context.reward.judge.api_key",
     "extra_context.reward.judge.api_kye",
@@ -72,7 +56,8 @@ MAY_BE_SECRET = {
     "extra_context.rewrd",
     "extra_context",
     "no.such.key",
-}
+]
+KEYS = PLAIN_KEYS + MAY_BE_SECRET
 VALUES = [
     "{S}",
     "[{S},{S}]",
