@@ -44,12 +44,14 @@ def test_mistyped_secret_field_is_never_echoed(run_cli: Run, ctx_module: str) ->
     [
         ["validate", "no.such.key=sk-live-123"],  # Hydra: "To append to your config use +no.such.key=..."
         ["validate", "+extra_context.rewrd=1", "~extra_context=sk-live-123"],  # Hydra: "... and not sk-..."
+        # Hydra prints the subtree it would not delete, re-formatted: {'a': 'sk-...'}
+        ["validate", "+extra_context.reward.tokn={a: sk-live-123}", "~extra_context=x"],
         # argparse takes one run of overrides: the ones after -cn are "unrecognized arguments"
         ["validate", "algorithm.adv_estimator=gae", "-cn", "ppo_trainer", "+extra_context.reward.token=sk-live-123"],
         ["schema", "check", ".", "extra_context.reward.token=sk-live-123"],  # click: unexpected extra argument
         ["schema", "check", "extra_context.reward.token=sk-live-123"],  # an override where a directory goes
     ],
-    ids=["hydra-override", "hydra-delete", "argparse", "click-extra", "schema-check-dir"],
+    ids=["hydra-override", "hydra-delete", "hydra-delete-subtree", "argparse", "click-extra", "schema-check-dir"],
 )
 def test_override_values_in_other_libraries_messages_are_withheld(
     run_cli: Run, ctx_module: str, args: list[str]

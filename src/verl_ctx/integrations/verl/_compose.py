@@ -23,6 +23,7 @@ import argparse
 import importlib
 import importlib.util
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,19 +214,25 @@ def _hydra_call(step: Any, what: str, overrides: Sequence[str] = ()) -> Any:
         raise ConfigError(f"cannot read {what}: {type(e).__name__}: {message}") from None
 
 
+# Hydra's refusal of `~key=value` prints the config's whole subtree at `key` (values from files and other
+# overrides, parsed and re-printed, so no override text matches them) and the value given.
+_DELETE_MISMATCH = re.compile(r"The value of '([^']+)' is .* and not .*", re.DOTALL)
+
+
 def _hydra_message(e: BaseException) -> str:
     """Hydra's whole message (with its cause), plus a did-you-mean for a key verl's config does not have."""
     text = str(e).strip()
     cause = e.__cause__
     if cause is not None and str(cause).strip() and str(cause).strip() not in text:
         text += f"\n{str(cause).strip()}"
+    text = _DELETE_MISMATCH.sub(
+        r"The value of '\1' is not the one given (values withheld: they may hold secrets); delete it with ~\1", text
+    )
     hint = _key_hint(text)
     return text + (f"\n{hint}" if hint else "")
 
 
 def _key_hint(text: str) -> str | None:
-    import re
-
     from ..._field_errors import suggest
 
     found = re.search(r"Key '([^']+)' is not in struct\s+full_key: (\S+)", text)
