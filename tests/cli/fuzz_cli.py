@@ -32,7 +32,8 @@ MODULE = (
         table: list[float] = Field(default_factory=list, max_length=3)
 """
 )
-# Keys whose value may be echoed by design: plain fields (value_clip, url) and verl's own keys.
+# Keys whose value may be echoed by design: plain fields (value_clip, url) and keys of verl's own config, new ones
+# included (`verl-ctx config` prints the config verl gets, as verl itself prints it).
 PLAIN_KEYS = [
     "extra_context.critic.value_clip",
     "extra_context.critic.warmup_steps",
@@ -44,6 +45,7 @@ PLAIN_KEYS = [
     "trainer.use_v1",
     "actor_rollout_ref.model.lora.rank",
     "data.train_batch_size",
+    "no.such.key",
 ]
 # Keys whose value may be a secret: secret-typed fields and every key no schema declares (a mistyped secret
 # field). Their values are never printed.
@@ -55,7 +57,6 @@ MAY_BE_SECRET = [
     "extra_context.reward.tokn",
     "extra_context.rewrd",
     "extra_context",
-    "no.such.key",
 ]
 KEYS = PLAIN_KEYS + MAY_BE_SECRET
 VALUES = [
