@@ -43,7 +43,7 @@ import typing
 import uuid
 from collections import deque
 from collections.abc import Callable
-from itertools import chain, repeat
+from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any, Literal
 
@@ -628,14 +628,17 @@ def _bulk_builder(
         if n <= _CHUNK:
             return build(rows)
         # A chunk at a time, from the end: each chunk's Structs are freed as the next is built (they never all live
-        # beside their instances), and every pass over a chunk finds it still in the CPU cache.
-        parts = []
+        # beside their instances), every pass over a chunk finds it still in the CPU cache, and each chunk's
+        # instances go straight to their place in the one list returned (no second list of them all).
+        out: list[Any] = [None] * n
+        end = n
         while rows:
             part = rows[-_CHUNK:]
             del rows[-_CHUNK:]
-            parts.append(build(part))
-        parts.reverse()
-        return list(chain.from_iterable(parts))
+            start = end - len(part)
+            out[start:end] = build(part)
+            end = start
+        return out
 
     def by_core(part: list[Any]) -> list[Any]:
         # pydantic-core's model builder over a whole chunk: one call, given for each row the triple its fields
