@@ -30,7 +30,14 @@ from ._codec import (
     without_excess_keys,
 )
 from ._compiled import Refused, decoder_for, decoders
-from ._envelope import DEFAULT_MAX_BYTES, check_fields
+from ._envelope import (
+    DEFAULT_MAX_BYTES,
+    ENVELOPE_FORMAT,
+    ENVELOPE_KEYS,
+    FORMAT_KEY,
+    RESERVED_KEY,
+    check_fields,
+)
 from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
 from ._schema import Migration, RoleContext
@@ -67,24 +74,36 @@ def decode(
     """
     info = cached_info(schema) or schema_info(schema)
     roles = info.roles if role is None else roles_for(info, role)
-    env = find_envelope(source, roles, role_given=role is not None, max_bytes=max_bytes)
-    payload: bytes = env["payload"]
-    # The hot path, every worker's: the envelope of this very schema (role, fingerprint, id and version), small
-    # enough to build with the collector on, and a compiled decoder for it (decoders: filled by the first decode).
-    if (
-        env["fingerprint"] == info.fingerprint
-        and env["schema_id"] == info.schema_id
-        and env["schema_version"] == info.version
-        and env["role"] in roles
-        and len(payload) <= GC_PAUSE_BYTES
-        and len(payload) <= max_bytes
-    ):
-        compiled = decoders.get(schema)
-        if compiled is not None:
+    if type(source) is dict:
+        # Every worker's hot path, without a call before the compiled decoder: an envelope of this very schema
+        # (its role, fingerprint, id and version) given as itself or in an extra_context dict under the one role
+        # read, small enough to build with the collector on. It is checked as check_envelope's fast path checks
+        # it; anything else, and anything the compiled decoder refuses, takes the general path below.
+        env: Any = source
+        if FORMAT_KEY not in env:
+            slot = env.get(RESERVED_KEY)
+            env = slot.get(roles[0]) if type(slot) is dict and len(roles) == 1 else None
+        if (
+            type(env) is dict
+            and len(env) == ENVELOPE_KEYS
+            and env.get(FORMAT_KEY) == ENVELOPE_FORMAT
+            and env.get("fingerprint") == info.fingerprint
+            and env.get("schema_id") == info.schema_id
+            and env.get("role") in roles
+            and type(env.get("schema_version")) is int
+            and env["schema_version"] == info.version
+            and type(env.get("fields")) is dict
+            and type(payload := env.get("payload")) is bytes
+            and len(payload) <= GC_PAUSE_BYTES
+            and len(payload) <= max_bytes
+            and (compiled := decoders.get(schema)) is not None  # set by the first decode, on the general path
+        ):
             try:
                 return compiled(payload)  # type: ignore[no-any-return]
             except Refused:
                 pass
+    env = find_envelope(source, roles, role_given=role is not None, max_bytes=max_bytes)
+    payload = env["payload"]
     if env["role"] not in roles:
         raise EnvelopeError(
             f"this envelope carries role '{env['role']}', but {info.schema_id} reads "

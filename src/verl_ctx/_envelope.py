@@ -41,6 +41,7 @@ from .errors import EnvelopeError
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "ENVELOPE_FORMAT",
+    "ENVELOPE_KEYS",
     "FORMAT_KEY",
     "REF_KEY",
     "RESERVED_KEY",
@@ -94,7 +95,7 @@ class StoreRefV1(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 _FIELDS = EnvelopeV1.__struct_fields__
-_N_FIELDS = len(_FIELDS)
+ENVELOPE_KEYS = len(_FIELDS)
 
 
 def envelope_json_schema() -> dict[str, Any]:
@@ -192,11 +193,12 @@ def check_envelope(env: object) -> dict[str, Any]:
     """``env`` itself when it is a well-formed envelope of a known format, else ``EnvelopeError``."""
     # Fast path, taken by every envelope verl_ctx.encode made: exact types, no copy. This runs on every decode
     # in every worker, so it avoids msgspec.convert (which costs more than the S payload's decode) and reads by
-    # subscript (cheaper than .get; a missing key means the full check below).
+    # subscript (cheaper than .get; a missing key means the full check below). decode()'s own hot path checks the
+    # same of the envelope of its own schema before it gets here.
     try:
         if (
             type(env) is dict
-            and len(env) == _N_FIELDS
+            and len(env) == ENVELOPE_KEYS
             and env[FORMAT_KEY] == ENVELOPE_FORMAT
             and type(env["payload"]) is bytes
             and type(env["role"]) is str

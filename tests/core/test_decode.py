@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import MutableMapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from pydantic import Field, SecretStr
 
 from verl_ctx import ContextRegistry, RoleContext, attach, decode, encode, migration
+from verl_ctx._compiled import why_not
 from verl_ctx.envelope import RESERVED_KEY, from_text, to_text
 from verl_ctx.errors import (
     EnvelopeError,
@@ -239,3 +241,56 @@ def test_fingerprints_that_share_a_prefix_are_shown_until_they_differ() -> None:
     message = str(caught[0].message)
     assert env["fingerprint"][:24] in message
     assert own[:24] in message
+
+
+class Compiled(RoleContext, role="actor", registry=ContextRegistry("hot path")):
+    """A schema on the compiled path (Small holds a secret, which keeps it on pydantic's)."""
+
+    lr_scale: float = Field(1.0, gt=0)
+    name: str = "run"
+
+
+def _outcome(source: object, **kwargs: Any) -> tuple[str, str]:
+    try:
+        return "ok", repr(decode(source, Compiled, **kwargs))
+    except Exception as e:  # noqa: BLE001 - the outcome compared, whatever it is
+        return type(e).__name__, str(e).replace("mappingproxy", "dict")  # where it looked names the type
+
+
+def _general(source: dict[str, Any]) -> Any:
+    """The same content as a read-only mapping: decode's hot path takes only dicts, so this takes the general one."""
+    return MappingProxyType({k: MappingProxyType(v) if k == RESERVED_KEY else v for k, v in source.items()})
+
+
+def test_decodes_hot_path_answers_as_the_general_path() -> None:
+    """Every edit of an envelope (a key changed, retyped, removed or added, the payload over a limit), given as itself
+    or in an extra_context dict: the same instance, or the same error, as the path that finds and checks first."""
+    assert why_not(Compiled) is None
+    decode(encode(Compiled()), Compiled)  # the hot path needs the compiled decoder a first decode leaves
+    env = encode(Compiled(lr_scale=2.0))
+    edits: list[dict[str, Any]] = [
+        {},
+        {"verl_ctx_format": True},
+        {"verl_ctx_format": 2},
+        {"role": "critic"},
+        {"role": b"actor"},
+        {"fingerprint": env["fingerprint"][:-1] + "0"},
+        {"schema_id": env["schema_id"] + "X"},
+        {"schema_version": True},
+        {"schema_version": float(env["schema_version"])},
+        {"schema_version": env["schema_version"] + 1},
+        {"fields": list(env["fields"])},
+        {"payload": bytearray(env["payload"])},
+        {"payload": env["payload"].decode("latin-1")},
+        {"payload": env["payload"][:-1]},
+        {"payload": b"\xc1"},
+        {"extra": 1},
+    ]
+    for edit in edits:
+        edited = {**env, **edit}
+        for source in (edited, {RESERVED_KEY: {"actor": edited}}):
+            for kwargs in ({}, {"role": "actor"}, {"max_bytes": len(env["payload"]) - 1}):
+                assert _outcome(source, **kwargs) == _outcome(_general(source), **kwargs), (edit, source is edited)
+    for key in env:
+        short = {k: v for k, v in env.items() if k != key}
+        assert _outcome(short) == _outcome(_general(short)), key
