@@ -103,7 +103,7 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
         samples = got[kind]
         before = statistics.median(s["before"] for s in samples)
         ratio = peak[kind] / peak["pickle"]
-        shown = f"{ratio:.2f}" + (f" (target ≤ {TARGET})" if kind == "ours" else "")
+        shown = f"{ratio:.3f}" + (f" (target ≤ {TARGET})" if kind == "ours" else "")
         rows_out.append(
             [
                 name,

@@ -74,6 +74,7 @@ def decode(
     """
     info = cached_info(schema) or schema_info(schema)
     roles = info.roles if role is None else roles_for(info, role)
+    refused = False  # by the compiled decoder on the hot path: pydantic decides, without a second try
     if type(source) is dict:
         # Every worker's hot path, without a call before the compiled decoder: an envelope of this very schema
         # (its role, fingerprint, id and version) given as itself or in an extra_context dict under the one role
@@ -101,7 +102,7 @@ def decode(
             try:
                 return compiled(payload)  # type: ignore[no-any-return]
             except Refused:
-                pass
+                refused = True
     env = find_envelope(source, roles, role_given=role is not None, max_bytes=max_bytes)
     payload = env["payload"]
     if env["role"] not in roles:
@@ -118,17 +119,22 @@ def decode(
         # One pause over parsing and validation: re-enabling the collector in between would make the next
         # allocation traverse every row just parsed.
         with paused_gc():
-            instance, data = _build(env, info, schema, payload)
+            instance, data = _build(env, info, schema, payload, refused)
     else:
-        instance, data = _build(env, info, schema, payload)
+        instance, data = _build(env, info, schema, payload, refused)
     if env["fingerprint"] != info.fingerprint or env["schema_id"] != info.schema_id:
         _check_skew(env, info, schema, instance, data)
     return instance
 
 
-def _build(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: bytes) -> tuple[_C, Any]:
-    """Parse the payload, migrate it if the driver's schema is older, validate it into ``schema``."""
-    if env["fingerprint"] == info.fingerprint and env["schema_version"] == info.version:
+def _build(
+    env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], payload: bytes, refused: bool = False
+) -> tuple[_C, Any]:
+    """Parse the payload, migrate it if the driver's schema is older, validate it into ``schema``.
+
+    ``refused``: the compiled decoder refused this payload already.
+    """
+    if not refused and env["fingerprint"] == info.fingerprint and env["schema_version"] == info.version:
         compiled = decoders[schema] if schema in decoders else decoder_for(schema)
         if compiled is not None and env["schema_id"] == info.schema_id:
             try:

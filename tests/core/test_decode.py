@@ -7,10 +7,12 @@ from collections.abc import MutableMapping
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
 import pytest
 from pydantic import Field, SecretStr
 
 from verl_ctx import ContextRegistry, RoleContext, attach, decode, encode, migration
+from verl_ctx import _compiled as compiled_module
 from verl_ctx._compiled import why_not
 from verl_ctx.envelope import RESERVED_KEY, from_text, to_text
 from verl_ctx.errors import (
@@ -250,6 +252,12 @@ class Compiled(RoleContext, role="actor", registry=ContextRegistry("hot path")):
     name: str = "run"
 
 
+class _Str(str):
+    """A str that is not exactly str (check_envelope's fast path wants exact types; msgspec takes subclasses)."""
+
+    __slots__ = ()
+
+
 def _outcome(source: object, **kwargs: Any) -> tuple[str, str]:
     try:
         return "ok", repr(decode(source, Compiled, **kwargs))
@@ -274,6 +282,7 @@ def test_decodes_hot_path_answers_as_the_general_path() -> None:
         {"verl_ctx_format": 2},
         {"role": "critic"},
         {"role": b"actor"},
+        {"role": _Str("actor"), "fingerprint": _Str(env["fingerprint"])},
         {"fingerprint": env["fingerprint"][:-1] + "0"},
         {"schema_id": env["schema_id"] + "X"},
         {"schema_version": True},
@@ -294,3 +303,24 @@ def test_decodes_hot_path_answers_as_the_general_path() -> None:
     for key in env:
         short = {k: v for k, v in env.items() if k != key}
         assert _outcome(short) == _outcome(_general(short)), key
+
+
+def test_a_payload_the_compiled_decoder_refuses_is_tried_once_then_pydantic_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A number as text (the mirror wants a float, pydantic's lax mode reads it): one compiled attempt, then
+    pydantic's answer."""
+    decode(encode(Compiled()), Compiled)
+    real = compiled_module.decoders[Compiled]
+    assert real is not None
+    calls: list[bytes] = []
+
+    def counting(payload: bytes) -> Any:
+        calls.append(payload)
+        return real(payload)
+
+    monkeypatch.setitem(compiled_module.decoders, Compiled, counting)
+    env = encode(Compiled(lr_scale=2.0))
+    payload = msgspec.msgpack.encode({**msgspec.msgpack.decode(env["payload"]), "lr_scale": "2.0"})
+    assert decode({**env, "payload": payload}, Compiled) == Compiled(lr_scale=2.0)
+    assert len(calls) == 1
