@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
-import difflib
 import enum
-import json
 import re
 import types
 import typing
@@ -273,6 +271,8 @@ def without_assigned_values(text: str, assignments: Iterable[str]) -> str:
 
 def render_value(value: Any, limit: int = _MAX_SHOWN) -> str:
     """JSON-like text of a value for people (ISO times, enum values), cut at ``limit`` characters."""
+    import json  # on first use: `import verl_ctx` stays as light as importing pydantic and msgspec (#15)
+
     text = json.dumps(plain(value), ensure_ascii=False, default=str, sort_keys=False)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -309,6 +309,8 @@ def plain(value: Any, depth: int = 0) -> Any:
 
 
 def suggest(word: str, choices: Iterable[str]) -> str | None:
+    import difflib  # on first use: only a mistyped name needs it
+
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return match[0] if match else None
 

@@ -27,7 +27,6 @@ import enum
 import functools
 import hashlib
 import inspect
-import json
 import math
 import re
 import textwrap
@@ -139,6 +138,8 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
 
 
 def _digest(obj: object) -> str:
+    import json  # on first use: `import verl_ctx` stays as light as importing pydantic and msgspec (#15)
+
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -388,6 +389,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, (set, frozenset)):
+        import json
+
         return {"set": sorted(json.dumps(_plain(v), sort_keys=True) for v in value)}
     if isinstance(value, type):
         return {"class": value.__qualname__}
@@ -511,6 +514,8 @@ def _plain_const(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_plain_const(v) for v in value]
     if isinstance(value, frozenset):
+        import json
+
         return {"set": sorted(json.dumps(_plain_const(v)) for v in value)}
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)

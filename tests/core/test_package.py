@@ -114,6 +114,19 @@ def test_import_is_light() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_import_loads_nothing_a_pydantic_model_does_not() -> None:
+    """Beyond what importing msgspec and defining one pydantic model loads, `import verl_ctx` loads only its own
+    modules (and `gc`, built in): the import-time target of #15 is held by what is imported, not by a timer."""
+    code = (
+        "import sys\nimport msgspec\nfrom pydantic import BaseModel\n"
+        "class M(BaseModel):\n    x: int = 0\n"
+        "before = set(sys.modules)\nimport verl_ctx\n"
+        "print(','.join(sorted(m for m in set(sys.modules) - before if m.split('.')[0] not in ('verl_ctx', 'gc'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_package_is_typed() -> None:
     """py.typed ships so users' type checkers see our annotations."""
     assert (Path(verl_ctx.__file__).parent / "py.typed").is_file()
