@@ -14,7 +14,11 @@ Why the answers are pydantic's own:
 * on the closed list, the mirror accepts a subset of what pydantic accepts, and where both accept they build the
   same value, with ``__dict__`` in field order (``msgspec.structs.asdict``). ``tests/core/test_compiled.py``
   checks this by property test (generated schemas; their payloads, valid and mutated). The encoder writes every
-  field and nothing else, so requiring exactly the fields costs nothing, and ``model_fields_set`` is every field;
+  field and nothing else, so requiring exactly the fields costs nothing, and ``model_fields_set`` is every field.
+  The rows of one list built in bulk share one such set (a fresh one per list): pydantic only ever adds a field to
+  a fields set (on assignment) or copies it (``model_copy``, ``copy``, pickling), which leaves a set of every
+  field as it is, and a million rows do not carry 216 bytes each of the same set. Only code that edits
+  ``model_fields_set`` in place by hand would see the rows share it;
 * whatever the mirror refuses (a missing or unknown field, an ``Ext`` value such as an int past 2**64 in an
   ``int`` field, NaN against a bound, a ``bool`` for an ``int``) goes to the pydantic path, so acceptance and the
   error list are pydantic's;
@@ -625,8 +629,10 @@ def _bulk_builder(
         for get in getters:
             if list(map(type, map(get, rows))).count(dt.datetime) != n:
                 return list(map(ns[one], rows))
+        # The rows of one list share one fields set, a fresh one per list (see the module's docstring).
+        shared = fields.copy()
         if n <= _CHUNK:
-            return build(rows)
+            return build(rows, shared)
         # A chunk at a time, from the end: each chunk's Structs are freed as the next is built (they never all live
         # beside their instances), every pass over a chunk finds it still in the CPU cache, and each chunk's
         # instances go straight to their place in the one list returned (no second list of them all).
@@ -636,29 +642,28 @@ def _bulk_builder(
             part = rows[-_CHUNK:]
             del rows[-_CHUNK:]
             start = end - len(part)
-            out[start:end] = build(part)
+            out[start:end] = build(part, shared)
             end = start
         return out
 
-    def by_core(part: list[Any]) -> list[Any]:
+    def by_core(part: list[Any], shared: set[str]) -> list[Any]:
         # pydantic-core's model builder over a whole chunk: one call, given for each row the triple its fields
         # validator would have returned (__dict__ in field order, no extra, every field set).
         k = len(part)
-        triples = zip(map(_asdict, part), repeat(None, k), map(set.copy, repeat(fields, k)), strict=True)
-        return make(list(triples))  # type: ignore[misc]
+        return make(list(zip(map(_asdict, part), repeat(None, k), repeat(shared, k), strict=True)))  # type: ignore[misc]
 
-    build = _by_slots(cls, fields) if make is None else by_core
+    build = _by_slots(cls) if make is None else by_core
     return bulk
 
 
-def _by_slots(cls: type[BaseModel], fields: set[str]) -> Callable[[list[Any]], list[Any]]:
+def _by_slots(cls: type[BaseModel]) -> Callable[[list[Any], set[str]], list[Any]]:
     """Instances of ``cls`` from Structs by ``object.__new__`` and BaseModel's slot setters, mapped in C."""
 
-    def build(part: list[Any]) -> list[Any]:
+    def build(part: list[Any], shared: set[str]) -> list[Any]:
         k = len(part)
         objs = list(map(_new, repeat(cls, k)))
         # zip advances both pipelines a row at a time; the setters return None, the next slot's value.
-        slots = map(_set_private, objs, map(_set_extra, objs, map(_set_fields, objs, map(set.copy, repeat(fields, k)))))
+        slots = map(_set_private, objs, map(_set_extra, objs, map(_set_fields, objs, repeat(shared, k))))
         deque(zip(map(_set_dict, objs, map(_asdict, part)), slots, strict=True), 0)
         return objs
 

@@ -638,22 +638,52 @@ def test_both_bulk_builders_build_what_pydantic_builds() -> None:
     data = [{"prompt_id": i, "weight": i / 3, "tag": f"t{i}"} for i in range(50)]
     mirror = msgspec.defstruct("RowMirror", [("prompt_id", int), ("weight", float), ("tag", str)])
     structs = [mirror(**row) for row in data]
-    fields = set(Row.model_fields)
     by_core = compiled._list_maker(Row)
     assert by_core is not None
-    triples = [(msgspec.structs.asdict(s), None, set(fields)) for s in structs]
-    for built in (by_core(triples), compiled._by_slots(Row, fields)(structs)):
+    shared = set(Row.model_fields)
+    triples = [(msgspec.structs.asdict(s), None, shared) for s in structs]
+    for built in (by_core(triples), compiled._by_slots(Row)(structs, set(Row.model_fields))):
         expected = [Row.model_validate(row) for row in data]
         assert built == expected
         for got, want in zip(built, expected, strict=True):
             assert type(got) is Row
             assert list(got.__dict__) == list(want.__dict__)
             assert got.model_fields_set == want.model_fields_set
-            assert got.model_fields_set is not built[0].model_fields_set or got is built[0]  # one set per row
             assert (got.__pydantic_extra__, got.__pydantic_private__) == (None, None)
-        built[1].tag = "changed"  # each row is its own: setting a field touches only that row
-        assert built[0].tag == "t0"
-        assert built[2].model_fields_set == fields
+        assert len({id(row.model_fields_set) for row in built}) == 1  # one set per list, not 216 bytes a row
+        _behave_alike(built, expected)
+
+
+def _behave_alike(built: list[Row], expected: list[Row]) -> None:
+    """What pydantic does to rows (assignment, copies, pickling) leaves bulk-built rows as it leaves its own."""
+    import copy
+    import pickle
+
+    def seen(rows: list[Row]) -> list[Any]:
+        return [(row.model_dump(), row.model_fields_set, row.model_dump(exclude_unset=True)) for row in rows]
+
+    for rows in (built, expected):
+        rows[1].tag = "changed"  # adds a field the shared set holds: every other row is as it was
+        rows.append(rows[2].model_copy(update={"weight": 9.0}))
+        rows[-1].tag = "copied"
+        rows.append(copy.deepcopy(rows[3]))
+        rows[-1].prompt_id = -1
+        rows.extend(pickle.loads(pickle.dumps(rows[4:6])))
+        rows[-1].weight = 7.0
+    assert seen(built) == seen(expected)
+    assert (built[0].tag, built[2].weight, built[5].weight) == ("t0", 2 / 3, 5 / 3)
+
+
+def test_rows_share_a_fields_set_within_one_decoded_list_only() -> None:
+    """Rows of a list built in bulk share one fields set: a fresh one per decode, never the class's or another
+    list's."""
+    env = encode(Table(rows=[Row(prompt_id=i, weight=i, tag="x") for i in range(10)]))
+    first, second = decode(env, Table), decode(env, Table)
+    assert first.rows[0].model_fields_set is first.rows[9].model_fields_set
+    assert first.rows[0].model_fields_set is not second.rows[0].model_fields_set
+    assert first.rows[0].model_fields_set == set(Row.model_fields)
+    first.rows[0].model_fields_set.discard("tag")  # by hand, which pydantic never does: this list only
+    assert second.rows[0].model_fields_set == set(Row.model_fields)
 
 
 def test_hostile_payload_of_bad_rows_is_refused_quickly_with_a_bounded_error_list() -> None:
