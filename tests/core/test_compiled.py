@@ -777,11 +777,18 @@ def _not_compiled() -> list[tuple[str, Callable[[], type[RoleContext]], str]]:
     class Node(BaseModel):
         child: Node | None = None
 
+    class Watched(BaseModel):
+        x: int = 0
+
+        def __getattribute__(self, name: str) -> Any:
+            return super().__getattribute__(name)
+
     return [
         ("validator", make("V", x=(Checked, Checked())), "function"),
         ("serializer", make("Se", x=(Shown, Shown())), "serializ"),
         ("private attribute", make("P", x=(Private, Private())), "private"),
         ("custom __init__", make("I", x=(Init, Init())), "__init__"),
+        ("custom __getattribute__", make("Ga", x=(Watched, Watched())), "__getattribute__"),
         ("generic", make("G", x=(Box[int], Box[int](item=1))), "generic"),
         ("RootModel", make("R", x=(RootModel[int], RootModel[int](1))), "RootModel"),
         ("extra=allow", make("L", x=(Loose, Loose())), "extra"),
