@@ -92,6 +92,8 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     )
     validate, verl = statistics.median(heavy["validate"]), statistics.median(heavy["verl"])
     corpus = {name: statistics.median(heavy[name]) for name in launches}
+    # Against verl's import of the same round (paired, as the codec section's ratios), then the median and range.
+    paired = {name: _paired(heavy[name], heavy["verl"]) for name in ("validate", *launches)}
     rows = [
         ["python -c pass", fmt_seconds(bare), ""],
         ["import pydantic, msgspec", fmt_seconds(light), f"+{fmt_seconds(light - bare)} over bare"],
@@ -105,10 +107,10 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
         [
             "verl-ctx validate (verl's ppo_trainer config + overrides)",
             fmt_seconds(validate),
-            f"{validate / verl:.2f}x importing verl's trainer",
+            f"{_fmt(paired['validate'])} importing verl's trainer",
         ],
         *(
-            [f"verl-ctx validate, verl's `{name}` ({len(launches[name])} args)", fmt_seconds(t), f"{t / verl:.2f}x"]
+            [f"verl-ctx validate, verl's `{name}` ({len(launches[name])} args)", fmt_seconds(t), _fmt(paired[name])]
             for name, t in corpus.items()
         ),
         ["python -c 'import verl.trainer.main_ppo'", fmt_seconds(verl), "1.00"],
@@ -116,8 +118,18 @@ def run(quick: bool = False) -> tuple[str, dict[str, float]]:
     ratios = {
         "import": (ours - bare) / (light - bare),
         "import_vs_basemodel": import_ratio,
-        "validate_vs_verl_import": validate / verl,
-        "corpus_validate_vs_verl_import": max(corpus.values()) / verl,
+        "validate_vs_verl_import": paired["validate"][0],
+        "corpus_validate_vs_verl_import": max(paired[name][0] for name in launches),
         "validate_s": validate,
     }
     return table(["fresh process", "median wall time", "ratio"], rows), ratios
+
+
+def _paired(times: list[float], against: list[float]) -> tuple[float, float, float]:
+    """The median of the per-round ratios, and their range."""
+    ratios = sorted(t / a for t, a in zip(times, against, strict=True))
+    return statistics.median(ratios), ratios[0], ratios[-1]
+
+
+def _fmt(ratio: tuple[float, float, float]) -> str:
+    return f"{ratio[0]:.2f}x ({ratio[1]:.2f}-{ratio[2]:.2f})"
