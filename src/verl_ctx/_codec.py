@@ -61,15 +61,16 @@ class UnencodableError(TypeError):
 
 # --- encoding ------------------------------------------------------------------------------------------
 
-# model class -> (names of fields whose type can hold a datetime, whether the model keeps extra fields).
-# Planned once per class: the encoder's hook runs once per model instance, 100,000 times for a large table.
-# Unbounded like the classes it is keyed by: one entry per model class the program encodes.
-_plans: dict[type, tuple[tuple[str, ...], bool]] = {}
+# model class -> (names of fields whose type can hold a datetime, whether the model keeps extra fields, its
+# fields). Planned once per class: the encoder's hook runs once per model instance, 100,000 times for a large
+# table. Unbounded like the classes it is keyed by: one entry per model class the program encodes.
+_Plan = tuple[tuple[str, ...], bool, frozenset[str]]
+_plans: dict[type, _Plan] = {}
 
 
-def _plan(cls: type[BaseModel]) -> tuple[tuple[str, ...], bool]:
+def _plan(cls: type[BaseModel]) -> _Plan:
     fields = tuple(name for name, info in cls.model_fields.items() if _may_hold_datetime(info.annotation))
-    plan = _plans[cls] = (fields, cls.model_config.get("extra") == "allow")
+    plan = _plans[cls] = (fields, cls.model_config.get("extra") == "allow", frozenset(cls.model_fields))
     return plan
 
 
@@ -78,9 +79,13 @@ def datetime_fields(cls: type[BaseModel]) -> tuple[str, ...]:
     return (_plans.get(cls) or _plan(cls))[0]
 
 
-def _model_dict(obj: BaseModel, plan: tuple[tuple[str, ...], bool]) -> dict[str, Any]:
-    fields, keeps_extra = plan
+def _model_dict(obj: BaseModel, plan: _Plan) -> dict[str, Any]:
+    fields, keeps_extra, names = plan
     data: dict[str, Any] = obj.__dict__
+    if len(data) != len(names):
+        # Something besides the fields lives in __dict__: a functools.cached_property's value, once read. It is
+        # not a field (pydantic's model_dump leaves it out) and the worker's schema would refuse it as unknown.
+        data = {k: v for k, v in data.items() if k in names}
     if keeps_extra and obj.__pydantic_extra__:
         data = {**data, **obj.__pydantic_extra__}
     copied = False
@@ -99,8 +104,8 @@ def _model_dict(obj: BaseModel, plan: tuple[tuple[str, ...], bool]) -> dict[str,
 def _enc_hook(obj: Any) -> Any:
     plan = _plans.get(type(obj))  # before isinstance: pydantic's metaclass makes isinstance slow
     if plan is not None:
-        if not plan[0] and not plan[1]:
-            return obj.__dict__  # no datetime field, no extras: msgspec encodes the field values as they are
+        if not plan[0] and not plan[1] and len(data := obj.__dict__) == len(plan[2]):
+            return data  # no datetime field, no extras: msgspec encodes the field values as they are
         return _model_dict(obj, plan)
     if isinstance(obj, BaseModel):
         return _model_dict(obj, _plan(type(obj)))

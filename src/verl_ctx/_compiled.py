@@ -34,8 +34,8 @@ other than ``X | None``, ``Any``, secrets, paths, URLs, recursive models, string
 opts out with the class keyword ``compiled=False``; ``why_not(cls)`` says why a class takes the pydantic path.
 
 Encoding takes a generated pre-pass that hands msgspec each model's ``__dict__`` wherever today's ``enc_hook``
-would return that same dict (an instance of exactly the expected class, its datetimes naive or UTC); any other
-value is left to the hook, so the bytes are the hook's, byte for byte.
+would return that same dict (an instance of exactly the expected class, its ``__dict__`` only its fields, its
+datetimes naive or UTC); any other value is left to the hook, so the bytes are the hook's, byte for byte.
 """
 
 from __future__ import annotations
@@ -263,6 +263,7 @@ class _Compiler:
             "_asdict": _asdict,
             "_utc": _UTC,
             "_type": type,
+            "_len": len,
             "_tuple": tuple,
             "_list": list,
             "_dict": dict,
@@ -314,13 +315,15 @@ class _Compiler:
             "",
         ]
         # At the top the class is known exactly (the encoder is looked up by it): no type check, and a model with
-        # nothing to prepare is its own __dict__. An int msgpack cannot hold: the hook's slow path, as before.
+        # nothing to prepare is its own __dict__ (unless it holds more than the fields: then the instance itself,
+        # for the hook). An int msgpack cannot hold: the hook's slow path, as before.
+        plain = f"d if _len(d := o.__dict__) == {len(self.root.model_fields)} else o"
         self.ns["_encode"] = self.codec._encoder.encode
         self.ns["_prepare_all"] = self.codec._prepare_all
         self.lines += [
             "def encode(o):",
             "    try:",
-            f"        return _encode({'o.__dict__' if top.prepared_plain else top.prepare_top + '(o)'})",
+            f"        return _encode({plain if top.prepared_plain else top.prepare_top + '(o)'})",
             "    except OverflowError:",
             "        return _encode(_prepare_all(o))",
         ]
@@ -552,7 +555,8 @@ class _Compiler:
     def emit_preparer(self, model: _Model, fields: dict[str, Any]) -> None:
         """``instance -> its __dict__`` (a copy where nested models are prepared), or the instance for the hook."""
         cls = self.name("_c", model.cls)
-        lines = ["    d = o.__dict__"]
+        # A __dict__ holding more than the fields (a cached_property's value) goes to the hook, which drops it.
+        lines = ["    d = o.__dict__", f"    if _len(d) != {len(model.cls.model_fields)}:", "        return o"]
         for fname in model.dt_fields:  # what the hook checks, so that a datetime it would wrap goes to it
             key = repr(fname)
             lines += [
@@ -672,16 +676,20 @@ def _by_slots(cls: type[BaseModel]) -> Callable[[list[Any], set[str]], list[Any]
 
 
 def _bulk_preparer(
-    cls: type, dt_fields: tuple[str, ...], ns: dict[str, Any], one: str
+    cls: type[BaseModel], dt_fields: tuple[str, ...], ns: dict[str, Any], one: str
 ) -> Callable[[list[Any]], list[Any]]:
-    """Each row's ``__dict__`` when every row is exactly ``cls`` with naive or UTC datetimes; else row by row."""
+    """Each row's ``__dict__`` when every row is exactly ``cls``, its ``__dict__`` only the fields, with naive or UTC
+    datetimes; else row by row."""
     getters = [itemgetter(name) for name in dt_fields]
+    width = len(cls.model_fields)
 
     def bulk(rows: list[Any]) -> list[Any]:
         n = len(rows)
         if list(map(type, rows)).count(cls) != n:  # count: identity first, and a class equals only itself
             return list(map(ns[one], rows))
         dicts = list(map(_get_dict, rows))
+        if list(map(len, dicts)).count(width) != n:  # more than the fields in some __dict__ (a cached_property)
+            return list(map(ns[one], rows))
         for get in getters:
             values = list(map(get, dicts))
             if list(map(type, values)).count(dt.datetime) != n:

@@ -189,3 +189,47 @@ def test_datetimes_inside_generic_fields_keep_their_offsets() -> None:
     offsets = [back.stamps[0], back.by_name["start"], *back.window, *(back.maybe or [])]
     assert [s.utcoffset() for s in offsets] == [dt.timedelta(hours=5, minutes=30)] * 5
     assert back == ctx
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pydantic path"])
+def test_a_cached_property_read_before_encoding_does_not_travel(compiled: bool) -> None:
+    """functools.cached_property keeps its value in the instance's __dict__ once read; it is not a field (pydantic's
+    model_dump leaves it out), and sent along, the worker refused it as an unknown field of a corrupt payload."""
+    from functools import cached_property
+
+    from pydantic import BaseModel, ConfigDict, Field
+
+    from verl_ctx import ContextRegistry, RoleContext
+    from verl_ctx import _compiled as compiled_path
+
+    class Item(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        n: int
+        at: dt.datetime = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+
+        @cached_property
+        def double(self) -> int:
+            return 2 * self.n
+
+    class Ctx(RoleContext, role="critic", registry=ContextRegistry(), compiled=compiled):
+        x: int = 2
+        one: Item = Item(n=1)
+        rows: list[Item] = Field(default_factory=list)
+        by_name: dict[str, Item] = Field(default_factory=dict)
+
+        @cached_property
+        def square(self) -> int:
+            return self.x**2
+
+    def make() -> Ctx:
+        return Ctx(one=Item(n=1), rows=[Item(n=i) for i in range(5)], by_name={"a": Item(n=7)})
+
+    assert (compiled_path.why_not(Ctx) is None) is compiled
+    untouched, read = make(), make()
+    assert (read.square, read.one.double, read.rows[3].double, read.by_name["a"].double) == (4, 2, 6, 14)
+    assert "square" in read.__dict__  # what the encoder must leave behind
+    assert encode(read)["payload"] == encode(untouched)["payload"]
+    assert decode(encode(read), Ctx) == untouched
+    for row in read.rows:  # every row read: the bulk pre-pass, not only the per-row one
+        assert row.double == 2 * row.n
+    assert encode(read)["payload"] == encode(untouched)["payload"]
