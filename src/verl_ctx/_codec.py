@@ -86,6 +86,12 @@ def _model_dict(obj: BaseModel, plan: _Plan) -> dict[str, Any]:
         # Something besides the fields lives in __dict__: a functools.cached_property's value, once read. It is
         # not a field (pydantic's model_dump leaves it out) and the worker's schema would refuse it as unknown.
         data = {k: v for k, v in data.items() if k in names}
+        if len(data) != len(names):
+            missing = ", ".join(sorted(names - data.keys()))
+            raise UnencodableError(
+                f"this {type(obj).__name__} has no value for {missing} (deleted after it was built?); "
+                "set it again, or build the instance anew, before encoding"
+            )
     if keeps_extra and obj.__pydantic_extra__:
         data = {**data, **obj.__pydantic_extra__}
     copied = False

@@ -192,15 +192,17 @@ def test_datetimes_inside_generic_fields_keep_their_offsets() -> None:
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pydantic path"])
-def test_a_cached_property_read_before_encoding_does_not_travel(compiled: bool) -> None:
+def test_only_fields_travel_and_a_deleted_one_is_said_at_encode(compiled: bool) -> None:
     """functools.cached_property keeps its value in the instance's __dict__ once read; it is not a field (pydantic's
-    model_dump leaves it out), and sent along, the worker refused it as an unknown field of a corrupt payload."""
+    model_dump leaves it out), and sent along, the worker refused it as an unknown field of a corrupt payload. A
+    field deleted from an instance was a bare KeyError (or the worker's error), now an EnvelopeError at encode."""
     from functools import cached_property
 
     from pydantic import BaseModel, ConfigDict, Field
 
     from verl_ctx import ContextRegistry, RoleContext
     from verl_ctx import _compiled as compiled_path
+    from verl_ctx.errors import EnvelopeError
 
     class Item(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -233,3 +235,8 @@ def test_a_cached_property_read_before_encoding_does_not_travel(compiled: bool) 
     for row in read.rows:  # every row read: the bulk pre-pass, not only the per-row one
         assert row.double == 2 * row.n
     assert encode(read)["payload"] == encode(untouched)["payload"]
+    for field in ("at", "n"):  # a field deleted after validation: said at encode, not a KeyError or a worker's error
+        broken = make()
+        delattr(broken.rows[2], field)
+        with pytest.raises(EnvelopeError, match=f"cannot encode .*this Item has no value for {field} "):
+            encode(broken)
