@@ -381,7 +381,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return {"enum": f"{type(value).__qualname__}.{value.name}", "value": _plain(value.value)}
     if isinstance(value, BaseModel):
-        return {"model": type(value).__qualname__, "values": _plain(dict(value.__dict__))}
+        fields = type(value).model_fields  # not a cached_property's value, which only a read puts in __dict__
+        return {
+            "model": type(value).__qualname__,
+            "values": _plain({k: v for k, v in value.__dict__.items() if k in fields}),
+        }
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
             return {k: _plain(v) for k, v in value.items()}

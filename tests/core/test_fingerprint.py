@@ -237,3 +237,30 @@ def test_schema_info_is_computed_once_per_class(registry: ContextRegistry) -> No
         x: int = 1
 
     assert schema_info(Ctx) is schema_info(Ctx)
+
+
+def test_a_default_models_cached_property_read_first_is_not_part_of_it() -> None:
+    """A frozen default instance is shared by every context; reading its cached_property puts the value in its
+    __dict__, and a fingerprint taken after that differed from the worker's (a SchemaMismatchError for nothing)."""
+    from functools import cached_property
+
+    from pydantic import BaseModel, ConfigDict
+
+    def fingerprint(read: bool) -> str:
+        class Item(BaseModel):
+            model_config = ConfigDict(frozen=True)
+            n: int
+
+            @cached_property
+            def double(self) -> int:
+                return 2 * self.n
+
+        class Ctx(RoleContext, role="critic", registry=ContextRegistry()):
+            one: Item = Item(n=1)
+
+        if read:
+            assert Ctx().one.double == 2
+            assert "double" in Ctx.model_fields["one"].default.__dict__
+        return schema_info(Ctx).fingerprint
+
+    assert fingerprint(read=True) == fingerprint(read=False)
