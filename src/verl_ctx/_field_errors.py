@@ -284,7 +284,10 @@ def plain(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (SecretStr, SecretBytes)):
         return "**********"
     if isinstance(value, BaseModel):
-        return {k: plain(v, depth + 1) for k, v in value.__dict__.items()}
+        # Its fields only: a cached_property's value, once read, sits in __dict__ too, and may be made from a
+        # secret (a "Bearer ..." header) where nothing says to mask it.
+        fields = type(value).model_fields
+        return {k: plain(v, depth + 1) for k, v in value.__dict__.items() if k in fields}
     if isinstance(value, enum.Enum):
         return plain(value.value, depth + 1)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):

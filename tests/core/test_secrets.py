@@ -155,6 +155,26 @@ def test_describe_and_redacted_values_mask_secrets(reg: ContextRegistry) -> None
     assert contexts.secret_roles() == {"critic"}
 
 
+def test_a_value_a_cached_property_made_from_a_secret_is_not_shown(reg: ContextRegistry) -> None:
+    """A cached_property keeps its value in __dict__ once read; made from a secret, it is as secret, and it is not a
+    field: the redacted values verl prints and tracks show fields only."""
+    from functools import cached_property
+
+    class C(RoleContext, role="critic", registry=reg):
+        token: SecretStr = SecretStr("")
+
+        @cached_property
+        def header(self) -> str:
+            return f"Bearer {self.token.get_secret_value()}"
+
+    contexts = validate({"extra_context": {"critic": {"token": SECRET}}}, registry=reg)
+    critic = contexts["critic"]
+    assert isinstance(critic, C)
+    assert critic.header == f"Bearer {SECRET}"  # read: now in the instance's __dict__
+    assert contexts.redacted() == {"critic": {"token": "**********"}}
+    _assert_clean(repr(contexts.describe()) + repr(contexts.redacted()))
+
+
 def test_edited_payload_error_withholds_secret_inputs() -> None:
     """A payload whose secret field was edited to another type is refused without showing what came."""
 
