@@ -75,6 +75,9 @@ zones = st.sampled_from(
     [None, _UTC, dt.timezone(dt.timedelta(hours=5, minutes=30)), dt.timezone(-dt.timedelta(hours=7))]
 )
 texts = st.text(st.characters(exclude_categories=cast(Any, ("Cs",))), max_size=6)  # no lone surrogates
+# A default dict with a "$ref" key breaks pydantic's own JSON Schema generation (a KeyError; pydantic #12145's
+# family): such a schema is refused with a SchemaDefinitionError (tests/core/test_fingerprint.py), not compiled.
+dict_keys = texts.filter(lambda key: key != "$ref")
 
 
 def _ints(bounds: dict[str, int]) -> st.SearchStrategy[int]:
@@ -148,7 +151,7 @@ def fields_of(draw: st.DrawFn, depth: int) -> tuple[Any, st.SearchStrategy[Any]]
     if kind == "tuple":
         return tuple[tp, ...], st.lists(values, max_size=3).map(tuple)  # type: ignore[valid-type]
     if kind == "dict":
-        keys = draw(st.sampled_from([(str, texts), (int, st.integers(-(2**63), 2**64 - 1))]))
+        keys = draw(st.sampled_from([(str, dict_keys), (int, st.integers(-(2**63), 2**64 - 1))]))
         return dict[keys[0], tp], st.dictionaries(keys[1], values, max_size=3)  # type: ignore[valid-type]
     return Optional[tp], st.none() | values  # noqa: UP045 - tp may be None itself
 
