@@ -106,9 +106,9 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
         raw = schema.model_json_schema()
     except KeyError as e:  # pydantic's own reference bookkeeping: a "$ref" key where it looks for references
         raise SchemaDefinitionError(
-            f"{qualified_name(schema)}: pydantic cannot build its JSON Schema (KeyError {e}), which a default or "
-            'json_schema_extra holding a dict with a "$ref" key causes; verl-ctx fingerprints schemas through JSON '
-            "Schema, so rename that key or give the field a default_factory"
+            f"{qualified_name(schema)}: pydantic cannot build its JSON Schema (a KeyError inside pydantic), which a "
+            'default or json_schema_extra holding a dict with a "$ref" key causes; verl-ctx fingerprints schemas '
+            "through JSON Schema, so rename that key or give the field a default_factory"
         ) from e
     except Exception as e:  # pydantic raises several types for types without a JSON Schema
         raise SchemaDefinitionError(
