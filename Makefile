@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# This project's pins for its own machines (the CPU torch build), never published: every pip install here.
+CONSTRAINTS := constraints.txt
+PIP_INSTALL := -m pip install -q -c $(CONSTRAINTS)
+
 # The verl releases the suite is proven on: the newest in .venv, the oldest in $(VENV_VERL_OLDEST).
 VERL_NEWEST ?= 0.9.1
 VERL_OLDEST ?= 0.9.0
@@ -24,10 +28,10 @@ CORE_SUITES := tests/core tests/cli
 
 .PHONY: demo test lint typecheck pytest bench schemas compat compat-verl-oldest compat-py310 compat-py312 clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]' 'verl==$(VERL_NEWEST)'
+	$(BIN)/python $(PIP_INSTALL) --upgrade pip
+	$(BIN)/python $(PIP_INSTALL) -e '.[dev]' 'verl==$(VERL_NEWEST)'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -56,10 +60,10 @@ schemas: $(STAMP)
 compat: compat-verl-oldest compat-py310 compat-py312
 
 # The whole suite again, on the oldest supported verl (Python of .venv).
-$(VENV_VERL_OLDEST)/.installed: pyproject.toml
+$(VENV_VERL_OLDEST)/.installed: pyproject.toml $(CONSTRAINTS)
 	test -x $(VENV_VERL_OLDEST)/bin/python || $(PY) -m venv $(VENV_VERL_OLDEST)
-	$(VENV_VERL_OLDEST)/bin/python -m pip install -q --upgrade pip
-	$(VENV_VERL_OLDEST)/bin/python -m pip install -q -e '.[dev]' 'verl==$(VERL_OLDEST)'
+	$(VENV_VERL_OLDEST)/bin/python $(PIP_INSTALL) --upgrade pip
+	$(VENV_VERL_OLDEST)/bin/python $(PIP_INSTALL) -e '.[dev]' 'verl==$(VERL_OLDEST)'
 	touch $@
 
 compat-verl-oldest: $(VENV_VERL_OLDEST)/.installed
@@ -73,16 +77,22 @@ define py_venv
 		echo "make compat: no Python $$want found (looked in $(PYENV_ROOT)/versions and for python$$want on PATH)."; \
 		echo "Install it (pyenv install $$want) or name it: make compat PY$(1)=/path/to/python$$want"; exit 1; \
 	fi; test -x .venv-py$(1)/bin/python || (set -x; "$$py" -m venv .venv-py$(1))
-	.venv-py$(1)/bin/python -m pip install -q --upgrade pip
-	.venv-py$(1)/bin/python -m pip install -q -e '.[test]' 'ray>=2.41'
-	.venv-py$(1)/bin/python -m pip install -q --no-deps 'verl==$(VERL_NEWEST)'
+	.venv-py$(1)/bin/python $(PIP_INSTALL) --upgrade pip
+	.venv-py$(1)/bin/python $(PIP_INSTALL) -e '.[test]' 'ray>=2.41'
+	.venv-py$(1)/bin/python $(PIP_INSTALL) --no-deps 'verl==$(VERL_NEWEST)'
+	$(call no_torch,.venv-py$(1))
 	touch .venv-py$(1)/.installed
 endef
 
-.venv-py310/.installed: pyproject.toml
+# The venvs without verl's dependencies must not get torch (from PyPI, a multi-GB CUDA build). $(1): the venv.
+define no_torch
+	@if $(1)/bin/python -m pip show -q torch 2>/dev/null; then echo "$(1) has torch installed; it must not"; exit 1; fi
+endef
+
+.venv-py310/.installed: pyproject.toml $(CONSTRAINTS)
 	$(call py_venv,310)
 
-.venv-py312/.installed: pyproject.toml
+.venv-py312/.installed: pyproject.toml $(CONSTRAINTS)
 	$(call py_venv,312)
 
 compat-py310: .venv-py310/.installed

@@ -10,7 +10,7 @@ import pytest
 from verl_ctx import validate
 from verl_ctx.integrations.verl import bind_role_worker_mapping
 
-from .conftest import ray_runtime_env
+from .conftest import ray_runtime_env, ray_sockets_closed_quietly
 from .contexts import REGISTRY, DemoCriticContext
 
 pytestmark = pytest.mark.ray
@@ -22,15 +22,17 @@ def two_node_cluster() -> Iterator[Any]:
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, runtime_env=ray_runtime_env(), log_to_driver=False)
+    with ray_sockets_closed_quietly():  # Ray's head node starts in this process
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, runtime_env=ray_runtime_env(), log_to_driver=False)
     try:
         yield cluster
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        with ray_sockets_closed_quietly():
+            ray.shutdown()
+            cluster.shutdown()
 
 
 def test_workers_on_both_nodes_decode_the_context(two_node_cluster: Any) -> None:
