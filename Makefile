@@ -1,5 +1,6 @@
 # The two quick-start commands: `make demo` and `make test`. Both create .venv on first use.
 # `make compat` runs the compatibility matrix (docs/compatibility.md) in venvs of its own.
+# `make dist` builds and checks the sdist and wheel, in dist/.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -26,7 +27,8 @@ PY312 ?= $(call newest_python,3.12)
 # (for Python 3.10 and 3.12 PyPI's torch is a multi-GB CUDA build; the CPU build on disk is for 3.11).
 CORE_SUITES := tests/core tests/cli
 
-.PHONY: demo test lint typecheck pytest bench schemas compat compat-verl-oldest compat-py310 compat-py312 clean
+.PHONY: demo test lint typecheck pytest bench schemas compat compat-verl-oldest compat-py310 compat-py312 \
+	dist clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -103,5 +105,19 @@ compat-py312: .venv-py312/.installed
 	.venv-py312/bin/python -c 'import sys; print(sys.version)'
 	.venv-py312/bin/python -m pytest -q $(CORE_SUITES)
 
+# --- the published artifacts -------------------------------------------------------------------------
+# The sdist, and the wheel built from it, in dist/; twine's checks; LICENSE in both; nothing in the sdist that is
+# not source: no venv, cache, build output, CI script or constraints.txt (the sdist's file list is pyproject's).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python -m zipfile -l dist/*.whl | grep -E '^verl_ctx-[^/ ]+\.dist-info/licenses/LICENSE '
+	tar -tzf dist/*.tar.gz | grep -E '^verl_ctx-[^/ ]+/LICENSE$$'
+	@junk=$$(tar -tzf dist/*.tar.gz | grep -E \
+		'/(\.venv[^/]*|\.ci|\.git|dist|build|__pycache__|\.[a-z_]*cache|\.hypothesis|[^/]*\.egg-info)(/|$$)|\.py[cod]$$|/constraints\.txt$$'); \
+	if [ -n "$$junk" ]; then echo "the sdist ships files that are not source:"; echo "$$junk"; exit 1; fi
+	@ls -l dist
+
 clean:
-	rm -rf $(VENV) $(VENV_VERL_OLDEST) .venv-py310 .venv-py312 .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VENV_VERL_OLDEST) .venv-py310 .venv-py312 dist build .mypy_cache .ruff_cache .pytest_cache
