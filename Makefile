@@ -1,6 +1,7 @@
 # The two quick-start commands: `make demo` and `make test`. Both create .venv on first use.
 # `make compat` runs the compatibility matrix (docs/compatibility.md) in venvs of its own.
-# `make dist` builds and checks the sdist and wheel, in dist/.
+# `make dist` builds and checks the sdist and wheel; `make wheel-test` tests that wheel, installed in a venv of
+# its own.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -28,7 +29,7 @@ PY312 ?= $(call newest_python,3.12)
 CORE_SUITES := tests/core tests/cli
 
 .PHONY: demo test lint typecheck pytest bench schemas compat compat-verl-oldest compat-py310 compat-py312 \
-	dist clean
+	dist wheel-test clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -119,5 +120,30 @@ dist: $(STAMP)
 	if [ -n "$$junk" ]; then echo "the sdist ships files that are not source:"; echo "$$junk"; exit 1; fi
 	@ls -l dist
 
+# The built wheel (not the source tree) tested once: installed non-editable with its [test] extra in a fresh
+# .venv-wheel (ray and verl without its dependencies, as the compat venvs), then the CLI on the example recipe and
+# the core and CLI suites, from the repository root (src/ is never on sys.path; tests/core/test_dist.py checks
+# that verl_ctx is the wheel's, in site-packages). Run `make dist` first.
+WHEEL_VENV := .venv-wheel
+wheel-test:
+	@set -- dist/*.whl; if [ $$# -ne 1 ] || [ ! -f "$$1" ]; then \
+		echo "make wheel-test: want exactly one wheel in dist/ (found: $$*); run make dist first"; exit 1; fi
+	rm -rf $(WHEEL_VENV)
+	$(PY) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
+	$(WHEEL_VENV)/bin/python $(PIP_INSTALL) "$$(ls dist/*.whl)[test]" 'ray>=2.41'
+	$(WHEEL_VENV)/bin/python $(PIP_INSTALL) --no-deps 'verl==$(VERL_NEWEST)'
+	$(call no_torch,$(WHEEL_VENV))
+	@echo "--- smoke test of $$(ls dist/*.whl)"
+	env -u PYTHONPATH $(WHEEL_VENV)/bin/python -c 'import sysconfig, verl_ctx; from pathlib import Path; \
+		f = Path(verl_ctx.__file__); print(f); \
+		assert f.is_relative_to(sysconfig.get_path("purelib")), "verl_ctx not imported from site-packages"'
+	env -u PYTHONPATH $(WHEEL_VENV)/bin/verl-ctx --version
+	env -u PYTHONPATH $(WHEEL_VENV)/bin/verl-ctx validate -s examples.custom_recipe.contexts \
+		--config examples/custom_recipe/config.yaml
+	env -u PYTHONPATH VERL_CTX_TEST_INSTALL=wheel $(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		$(CORE_SUITES)
+
 clean:
-	rm -rf $(VENV) $(VENV_VERL_OLDEST) .venv-py310 .venv-py312 dist build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VENV_VERL_OLDEST) .venv-py310 .venv-py312 $(WHEEL_VENV) dist build \
+		.mypy_cache .ruff_cache .pytest_cache
