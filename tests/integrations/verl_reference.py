@@ -22,9 +22,9 @@ import subprocess
 import sys
 from typing import Any
 
-from verl_ctx.integrations.verl._compose import _verl_trainer_dir
+from verl_ctx.integrations.verl._entry import entry_point
 
-MAIN_PPO = str(_verl_trainer_dir() / "main_ppo.py")
+MAIN_PPO = entry_point().file
 
 
 def verl_cfg_job(args: list[str], cwd: str) -> tuple[int, str]:
@@ -41,8 +41,18 @@ def verl_cfg_job(args: list[str], cwd: str) -> tuple[int, str]:
     return out.returncode, out.stdout
 
 
-def verl_hydra_main(args: list[str], cwd: str) -> Any:
-    """The DictConfig verl's main would receive for ``args`` run from ``cwd``; ``None`` where verl refuses them."""
+def verl_hydra_main(
+    args: list[str],
+    cwd: str,
+    *,
+    main_file: str = MAIN_PPO,
+    config_path: str | None = "config",
+    config_name: str | None = "ppo_trainer",
+) -> Any:
+    """The DictConfig verl's main would receive for ``args`` run from ``cwd``; ``None`` where verl refuses them.
+
+    ``main_file``, ``config_path`` and ``config_name`` make it another entry point's (a recipe's ``main_*.py``
+    with its ``@hydra.main`` arguments)."""
     import hydra
     from hydra.core.global_hydra import GlobalHydra
 
@@ -51,13 +61,13 @@ def verl_hydra_main(args: list[str], cwd: str) -> Any:
     def task(config: Any) -> None:
         captured["config"] = copy.deepcopy(config)
 
-    task.__code__ = task.__code__.replace(co_filename=MAIN_PPO)
+    task.__code__ = task.__code__.replace(co_filename=main_file)
     task.__module__ = "__main__"
     task.__name__ = "main"
-    main = hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)(task)
+    main = hydra.main(config_path=config_path, config_name=config_name, version_base=None)(task)
     GlobalHydra.instance().clear()
     argv, here = sys.argv, os.getcwd()
-    sys.argv = [MAIN_PPO, *args, "hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=disabled"]
+    sys.argv = [main_file, *args, "hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=disabled"]
     os.chdir(cwd)
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import click
 
@@ -35,10 +35,10 @@ Exit codes:
   130  interrupted"""
 
 _VERL_ARGS_HELP = (
-    "VERL_ARGS are exactly what you would give `python -m verl.trainer.main_ppo`: Hydra overrides "
-    "(+extra_context.critic.value_clip=0.3, algorithm.adv_estimator=grpo) and --config-path/-cp, "
-    "--config-name/-cn, --config-dir/-cd. A relative --config-path is resolved against verl's trainer "
-    "directory, as verl's entry point resolves it."
+    "VERL_ARGS are exactly what you would give `python -m verl.trainer.main_ppo` (or, with -m MODULE, "
+    "`python -m MODULE`, a recipe's own entry point): Hydra overrides (+extra_context.critic.value_clip=0.3, "
+    "algorithm.adv_estimator=grpo) and --config-path/-cp, --config-name/-cn, --config-dir/-cd. A relative "
+    "--config-path is resolved against the entry module's folder, as Hydra resolves it."
 )
 
 
@@ -49,6 +49,8 @@ class ConfigInputs:
     modules: tuple[str, ...]
     config_file: str | None
     verl_args: tuple[str, ...]
+    #: The entry module (``-m``): a recipe's own ``main_*.py``; None for verl's ``main_ppo``.
+    entry: str | None = None
 
 
 def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,9 +58,9 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def with_inputs(
-        modules: tuple[str, ...], config_file: str | None, verl_args: tuple[str, ...], **kwargs: Any
+        modules: tuple[str, ...], config_file: str | None, entry: str | None, verl_args: tuple[str, ...], **kwargs: Any
     ) -> Any:
-        return fn(inputs=ConfigInputs(modules, config_file, verl_args), **kwargs)
+        return fn(inputs=ConfigInputs(modules, config_file, verl_args, entry), **kwargs)
 
     options = [
         click.option(
@@ -74,6 +76,16 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
             "config_file",
             "FILE",
             "A YAML file layered over verl's config (as a Hydra defaults list [ppo_trainer, FILE] would).",
+        ),
+        click.option(
+            "-m",
+            "--module",
+            "entry",
+            default=None,
+            metavar="MODULE",
+            help="The recipe's entry module, as its launch script runs it (`python -m MODULE ...`): its @hydra.main "
+            "config is composed from the same arguments, run from the same working directory. Default: "
+            "verl.trainer.main_ppo.",
         ),
         click.argument("verl_args", nargs=-1, type=click.UNPROCESSED, metavar="[VERL_ARGS]..."),
     ]
@@ -188,7 +200,7 @@ def _composed(inputs: ConfigInputs) -> Any:
     if not inputs.modules:
         raise ConfigError("name at least one schema module with -s MODULE (the module that defines your contexts)")
     import_modules(inputs.modules)
-    return compose_config(inputs.verl_args, config_file=inputs.config_file)
+    return compose_config(inputs.verl_args, config_file=inputs.config_file, entry=inputs.entry)
 
 
 def _validated(inputs: ConfigInputs) -> _Checked:
@@ -336,9 +348,11 @@ def _workers(specs: tuple[str, ...]) -> dict[str, str]:
 
 @cli.command(
     **_COMMAND,
-    help="Validate, then run verl's PPO trainer (v1 or legacy, per trainer.use_v1) with every context bound.\n\n"
-    "Any invalid context, or a config verl's own checks refuse, stops it before Ray starts. With --rehearse it "
-    "runs on this machine's CPUs up to the model engine and shows what every worker decoded.\n\n" + _VERL_ARGS_HELP,
+    help="Validate, then run verl's PPO trainer (v1 or legacy, per trainer.use_v1) with every context bound; with "
+    "-m MODULE, the recipe's own entry point, its TaskRunner bound (legacy or v1, by the class it derives from).\n\n"
+    "Any invalid context, or a config verl's own checks refuse, stops it before Ray starts; so does a context or "
+    "a --worker that no slot the runner registers would use. With --rehearse it runs on this machine's CPUs up to "
+    "the model engine and shows what every worker decoded.\n\n" + _VERL_ARGS_HELP,
 )
 @_config_inputs
 @click.option(
@@ -346,8 +360,9 @@ def _workers(specs: tuple[str, ...]) -> dict[str, str]:
     "worker_specs",
     multiple=True,
     metavar="SLOT=MODULE:CLASS",
-    help="The recipe's worker class for a verl role (critic, actor_rollout_ref, actor, ref, ...); a TrainingWorker "
-    "subclass for actor/ref becomes the hybrid worker's actor_worker_cls/ref_worker_cls. Repeatable.",
+    help="The recipe's worker class for a verl role (critic, actor_rollout_ref, actor, ref, ...; verl's Role names "
+    "too); a TrainingWorker subclass for actor/ref becomes the hybrid worker's actor_worker_cls/ref_worker_cls; a "
+    "hybrid worker serves actor_rollout_ref and actor_rollout alike. Repeatable.",
 )
 @click.option(
     "--import",
@@ -399,35 +414,50 @@ def run(
     from ..integrations.verl._binding import resolve_worker_classes
     from ..integrations.verl._store import DEFAULT_OFFLOAD_BYTES
 
-    resolve_worker_classes(workers)  # fail here, not in the TaskRunner, on a class that cannot be imported
+    resolve_worker_classes(workers)  # fail here, before Ray starts, on a class that cannot be imported or serve
     if accept_context_change:
         from ..integrations.verl._checkpoint import accept_context_change as accept
 
         accept(checked.config)
     all_imports = (*inputs.modules, *imports)
     threshold = offload_bytes or DEFAULT_OFFLOAD_BYTES
-    click.echo(render.launch_plan(checked.contexts, checked.config, workers, all_imports, threshold))
+    click.echo(render.launch_plan(checked.contexts, checked.config, workers, all_imports, threshold, inputs.entry))
+    options: _RunOptions = {
+        "workers": workers,
+        "imports": all_imports,
+        "offload_threshold": threshold,
+        "entry": inputs.entry,
+    }
     try:
         if rehearse:
             click.echo("rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)...")
-            records = _launch.rehearse(
-                checked.config, checked.contexts, workers=workers, imports=all_imports, offload_threshold=threshold
-            )
+            records = _launch.rehearse(checked.config, checked.contexts, **options, require_decoded=False)
             click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
-            click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
             if fmt == "json":
                 click.echo(json.dumps({"records": records}, default=str))
+            _launch.check_decoded(records, checked.contexts, checked.config)
+            click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
             return
-        click.echo("running verl's pre-launch checks, then handing over to verl's run_ppo")
-        _launch.launch(
-            checked.config, checked.contexts, offload_threshold=threshold, workers=workers, imports=all_imports
-        )
+        if inputs.entry:
+            click.echo(f"handing over to {inputs.entry}'s own main (its checks, its TaskRunner, bound)")
+        else:
+            click.echo("running verl's pre-launch checks, then handing over to verl's run_ppo")
+        _launch.launch(checked.config, checked.contexts, **options)
     except LaunchError as e:
         if show_traceback and e.__cause__ is not None:
             _print_traceback(e.__cause__)
         raise
     except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
         raise _stopped(e, show_traceback) from None
+
+
+class _RunOptions(TypedDict):
+    """The launch options ``run`` passes to both ``rehearse`` and ``launch``."""
+
+    workers: dict[str, str]
+    imports: tuple[str, ...]
+    offload_threshold: int
+    entry: str | None
 
 
 def _print_traceback(exc: BaseException) -> None:

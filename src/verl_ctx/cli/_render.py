@@ -107,7 +107,12 @@ def check_lines(report: CheckReport) -> Iterator[str]:
 
 
 def launch_plan(
-    contexts: ContextSet, config: Any, workers: Mapping[str, str], imports: Sequence[str], threshold: int
+    contexts: ContextSet,
+    config: Any,
+    workers: Mapping[str, str],
+    imports: Sequence[str],
+    threshold: int,
+    entry: str | None = None,
 ) -> str:
     """What ``run`` validated and will bind, before it hands over to verl."""
     from ..integrations.verl._binding import WORKER_CLASS_ROLES
@@ -129,7 +134,10 @@ def launch_plan(
             else "inline"
         )
         rows.append([role, type(contexts[role]).__qualname__, f"{size:,} B", channel, how])
-    trainer = "v1 " + str(config.trainer.v1.trainer_mode) if config.trainer.use_v1 else "legacy RayPPOTrainer"
+    if entry:
+        trainer = f"{entry}'s own TaskRunner (legacy or v1 by its base class)"
+    else:
+        trainer = "v1 " + str(config.trainer.v1.trainer_mode) if config.trainer.use_v1 else "legacy RayPPOTrainer"
     lines = [ok(f"validated {len(contexts)} role context(s); trainer: {trainer}")]
     lines.append(table(["role", "schema", "payload", "channel", "travels"], rows))
     if any(size > RAY_WARN_BYTES for size in contexts.payload_sizes().values()):

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..._envelope import attach
 from ..._sources import ENVELOPES_ATTR
-from ...errors import ConfigError
+from ...errors import ConfigError, LaunchError
 
 __all__ = [
     "HOSTED_ROLES",
@@ -30,7 +30,9 @@ __all__ = [
     "bind_worker_cls",
     "bound_envelopes",
     "carrying",
+    "check_delivery",
     "resolve_worker_classes",
+    "slot_name",
 ]
 
 #: Roles whose context rides in a worker class; the others go through the Hydra config (_config_channel).
@@ -48,6 +50,45 @@ HOSTED_ROLES: dict[str, tuple[str, ...]] = {
 
 #: The inner workers of verl's ActorRolloutRefWorker that a recipe may replace, by context role.
 INNER_WORKER_ATTRS = {"actor": "actor_worker_cls", "ref": "ref_worker_cls"}
+
+#: The hybrid worker's two slots: a runner registers ``actor_rollout`` when no reference policy runs (or the actor
+#: computes reference log-probs itself), ``actor_rollout_ref`` otherwise; a recipe's hybrid worker serves either.
+HYBRID_SLOTS = ("actor_rollout_ref", "actor_rollout")
+
+#: verl's ``Role`` member names, as a recipe may spell a slot (``Role.ActorRolloutRef``).
+_ROLE_NAMES = {
+    "Actor": "actor",
+    "Rollout": "rollout",
+    "ActorRollout": "actor_rollout",
+    "ActorRolloutRef": "actor_rollout_ref",
+    "RefPolicy": "ref",
+    "Critic": "critic",
+}
+
+#: What each slot's worker class must derive from (verl's engine workers), by the slot.
+_SLOT_BASES: dict[str, tuple[str, ...]] = {
+    "critic": ("TrainingWorker",),
+    "actor": ("TrainingWorker", "ActorRolloutRefWorker"),  # the hybrid worker's inner one, or a separate role
+    "ref": ("TrainingWorker", "ActorRolloutRefWorker"),
+    "actor_rollout": ("ActorRolloutRefWorker",),
+    "actor_rollout_ref": ("ActorRolloutRefWorker",),
+    "rollout": ("ActorRolloutRefWorker",),
+}
+
+
+def slot_name(slot: object) -> str:
+    """A slot as ``role_worker_mapping`` keys print it: ``Role.ActorRolloutRef`` or ``ActorRolloutRef`` -> its value."""
+    text = str(slot).removeprefix("Role.")
+    return _ROLE_NAMES.get(text, text)
+
+
+def _chosen(workers: Mapping[str, Any], slot: str) -> Any:
+    """The recipe's worker for a registered slot; a hybrid worker given for either hybrid slot serves both."""
+    if slot in workers:
+        return workers[slot]
+    if slot in HYBRID_SLOTS:
+        return next((workers[s] for s in HYBRID_SLOTS if s in workers), None)
+    return None
 
 
 def carrying(
@@ -119,30 +160,63 @@ def bind_role_worker_mapping(
     import ray
     from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
-    workers = dict(workers or {})
+    workers = {slot_name(s): c for s, c in (workers or {}).items()}
     inner = {r: c for r, c in workers.items() if r in INNER_WORKER_ATTRS and issubclass(c, TrainingWorker)}
     for verl_role, remote_cls in list(role_worker_mapping.items()):
         worker_cls = getattr(remote_cls, "__ray_actor_class__", remote_cls)
         if ENVELOPES_ATTR in vars(worker_cls):
             continue  # bound already (a TaskRunner binds after each registration step)
-        chosen = workers.get(str(verl_role))
-        if chosen is not None and chosen is not inner.get(str(verl_role)):
+        slot = slot_name(verl_role)
+        chosen = _chosen(workers, slot)
+        if chosen is not None and chosen is not inner.get(slot):
             worker_cls = chosen
-        hosted = HOSTED_ROLES.get(str(verl_role), ())
+        hosted = HOSTED_ROLES.get(slot, ())
         envs = {role: envelopes[role] for role in hosted if role in envelopes}
         if envs or chosen is not None or (inner and issubclass(worker_cls, ActorRolloutRefWorker)):
             role_worker_mapping[verl_role] = ray.remote(bind_worker_cls(worker_cls, envs, inner=inner))
     return role_worker_mapping
 
 
+def check_delivery(
+    role_worker_mapping: Mapping[Any, Any], envelopes: Mapping[str, Any], workers: Mapping[str, Any], config: Any
+) -> None:
+    """Refuse a launch where a context or a recipe worker would go unused: after the runner registered its roles,
+    before any worker starts.
+
+    Every context of a role this run starts (verl's rules, ``inactive_roles``) must ride in a slot the runner
+    registered, and every ``--worker`` slot must be one it registered (either hybrid slot serves a hybrid worker).
+    """
+    from ..._roles import inactive_roles
+
+    registered = sorted({slot_name(r) for r in role_worker_mapping})
+    inactive = inactive_roles(config, list(envelopes)) if config is not None else {}
+    problems = []
+    for role in sorted(envelopes):
+        if role not in inactive and not any(role in HOSTED_ROLES.get(slot, ()) for slot in registered):
+            problems.append(f"the {role} context has no slot to ride in: no registered slot hosts the {role} role")
+    for slot in sorted(slot_name(s) for s in workers):
+        if slot not in registered and not (slot in HYBRID_SLOTS and set(HYBRID_SLOTS) & set(registered)):
+            problems.append(f"the recipe's worker for {slot} has no slot: the runner registered no {slot}")
+    if problems:
+        raise LaunchError(
+            "contexts or recipe workers would go unused, so nothing was started: "
+            + "; ".join(problems)
+            + f". The runner registered: {', '.join(registered) or 'nothing'}. Give --worker for a registered slot, "
+            "or register the role in the runner (verl's BaseTaskRunner.add_* methods)",
+            cause="unbound " + ", ".join(problems),
+            key=None,
+        )
+
+
 def resolve_worker_classes(specs: Mapping[str, str]) -> dict[str, type]:
     """``{"critic": "my_recipe.workers:CriticWorker"}`` -> the classes, checked against what each slot takes."""
     if not specs:
         return {}  # verl's worker module imports torch: not for a launch that names no recipe worker
-    from verl.single_controller.base import Worker
+    from verl.workers import engine_workers
 
     out: dict[str, type] = {}
-    for slot, spec in specs.items():
+    for given, spec in specs.items():
+        slot = slot_name(given)
         if slot not in HOSTED_ROLES:
             raise ConfigError(
                 f"--worker {slot}=...: unknown slot; use one of {', '.join(sorted(HOSTED_ROLES))} (verl's roles)"
@@ -158,7 +232,27 @@ def resolve_worker_classes(specs: Mapping[str, str]) -> dict[str, type]:
             raise ConfigError(f"--worker {slot}={spec}: cannot import {module_name}: {e}") from None
         except AttributeError:
             raise ConfigError(f"--worker {slot}={spec}: {module_name} has no {attr}") from None
-        if not (isinstance(obj, type) and issubclass(obj, Worker)):
-            raise ConfigError(f"--worker {slot}={spec}: not a verl Worker subclass ({obj!r})")
+        bases = _SLOT_BASES[slot]
+        if not (isinstance(obj, type) and issubclass(obj, tuple(getattr(engine_workers, b) for b in bases))):
+            raise ConfigError(
+                f"--worker {slot}={spec}: the {slot} slot runs a subclass of verl's "
+                + " or ".join(f"verl.workers.engine_workers.{b}" for b in bases)
+                + f"; {attr} is {_worker_kind(obj, engine_workers)}"
+                + (
+                    ". A TrainingWorker for the hybrid worker's actor or ref goes in --worker actor=... / ref=..."
+                    if bases == ("ActorRolloutRefWorker",)
+                    else ""
+                )
+            )
         out[slot] = obj
     return out
+
+
+def _worker_kind(obj: object, engine_workers: Any) -> str:
+    """What a ``--worker`` class is, in the words of the slots (for the error that refuses it)."""
+    if not isinstance(obj, type):
+        return f"not a class ({type(obj).__name__})"
+    for name in ("TrainingWorker", "ActorRolloutRefWorker"):
+        if issubclass(obj, getattr(engine_workers, name)):
+            return f"a {name}"
+    return "neither a TrainingWorker nor an ActorRolloutRefWorker"

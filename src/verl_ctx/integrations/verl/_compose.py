@@ -1,27 +1,30 @@
-"""verl's Hydra config, composed exactly as ``python -m verl.trainer.main_ppo ARGS`` composes it; recipe imports.
+"""A launch's Hydra config, composed exactly as its entry point's ``@hydra.main`` composes it; recipe imports.
 
-verl's entry point is ``@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)`` in
-``verl/trainer/main_ppo.py``. So, as Hydra does for it:
+The entry point is verl's ``python -m verl.trainer.main_ppo`` (``@hydra.main(config_path="config",
+config_name="ppo_trainer")``) unless ``entry=`` names a recipe's own module (``-m recipe.dapo.main_dapo``), whose
+decorator is read from its source (``_entry``). Then, as Hydra does for it:
 
 * the arguments are read by Hydra's own argument grammar: ``--config-path``/``-cp``, ``--config-name``/``-cn``
-  (a ``.yaml`` suffix allowed), ``--config-dir``/``-cd`` (an extra search-path entry), and overrides;
-* a relative ``--config-path`` (``config``, ``./config``) is resolved against the directory of
-  ``verl/trainer/main_ppo.py``, not the working directory; an absolute one or ``pkg://`` is used as is;
-* ``--config-name`` alone keeps verl's config directory.
+  (a ``.yaml`` suffix allowed), ``--config-dir``/``-cd``, and overrides;
+* a relative ``--config-path`` (``config``, ``./config``) is resolved against the entry module's folder, not
+  the working directory; an absolute one or ``pkg://`` is used as is (Hydra's ``compute_search_path_dir``);
+* ``--config-dir`` joins the search path before the primary config is loaded (a primary config may live only
+  there), where Hydra's ``_run_hydra`` puts it; the primary file's own ``hydra.searchpath`` (``file://`` entries
+  relative to the working directory) and a ``hydra.searchpath=`` override are Hydra's to apply, as they are.
 
-Nothing here imports verl (which pulls torch and Ray): its directory is found with ``find_spec``.
+The composition itself is Hydra's: the search path Hydra's ``hydra.main`` builds, ``Hydra.create_main_hydra2``
+and ``compose_config`` in run mode (Hydra's internals, pinned by the ``hydra-core<1.4`` requirement). Nothing
+here imports verl or the recipe (which pull torch and Ray): files are found with ``find_spec``.
 
-``--config FILE`` is verl-ctx's own convenience: a file *without* a ``defaults`` list is layered over verl's
-``ppo_trainer`` (as the defaults list ``[ppo_trainer, FILE, _self_]`` would); a file *with* one is composed as
-the primary config, with verl's config directory on its search path (so ``defaults: [ppo_trainer, _self_]``
-works as in verl's own recipes).
+``--config FILE`` is verl-ctx's own convenience for verl's entry point: a file *without* a ``defaults`` list is
+layered over verl's ``ppo_trainer`` (as the defaults list ``[ppo_trainer, FILE, _self_]`` would); a file *with*
+one is composed as the primary config, with verl's config directory on its search path (so ``defaults:
+[ppo_trainer, _self_]`` works as in verl's own recipes).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import re
 from collections.abc import Sequence
@@ -30,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
+from ._entry import VERL_ENTRY, EntryPoint, entry_point
 
 __all__ = ["VerlArgs", "compose_config", "parse_verl_args", "verl_config_dir"]
 
 VERL_CONFIG_PATH = "config"  # hydra.main(config_path=...) in verl/trainer/main_ppo.py
 VERL_CONFIG_NAME = "ppo_trainer"  # hydra.main(config_name=...)
-VERL_TASK_NAME = "main_ppo"  # what Hydra names the job of verl/trainer/main_ppo.py
 #: Config files larger than this are refused before Hydra reads them...
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: ...and files whose YAML aliases would expand to more values than this (a "billion laughs" file is tiny).
@@ -46,10 +49,10 @@ _LAYERED = "verl_ctx_layered"
 
 @dataclass(frozen=True)
 class VerlArgs:
-    """The arguments of one verl launch, as Hydra's parser reads them."""
+    """The arguments of one launch, as Hydra's parser reads them (``None``: the entry point's decorator decides)."""
 
-    config_path: str = VERL_CONFIG_PATH
-    config_name: str = VERL_CONFIG_NAME
+    config_path: str | None = None
+    config_name: str | None = None
     config_dir: str | None = None
     overrides: list[str] = field(default_factory=list)
 
@@ -76,7 +79,7 @@ def _hydra_parser() -> argparse.ArgumentParser:
 
 
 def parse_verl_args(args: Sequence[str]) -> VerlArgs:
-    """Read ``python -m verl.trainer.main_ppo`` arguments; options that would not launch one run are refused."""
+    """Read an entry point's arguments (``python -m MODULE ARGS``); options that launch no single run are refused."""
     try:
         ns = _hydra_parser().parse_args(list(args))
     except ConfigError as e:  # argparse echoes what it could not place, overrides with their values included
@@ -88,97 +91,113 @@ def parse_verl_args(args: Sequence[str]) -> VerlArgs:
             raise ConfigError(f"--{flag.replace('_', '-')} does not launch a single run; drop it")
     if ns.info is not None or ns.experimental_rerun is not None:
         raise ConfigError("--info and --experimental-rerun do not launch a run; drop them")
-    return VerlArgs(
-        config_path=ns.config_path if ns.config_path is not None else VERL_CONFIG_PATH,
-        config_name=(ns.config_name if ns.config_name is not None else VERL_CONFIG_NAME),
-        config_dir=ns.config_dir,
-        overrides=list(ns.overrides or []),
-    )
+    return VerlArgs(ns.config_path, ns.config_name, ns.config_dir, list(ns.overrides or []))
 
 
 def verl_config_dir() -> Path:
     """verl's own trainer config directory, found without importing verl (which pulls torch and Ray)."""
-    return _verl_trainer_dir() / VERL_CONFIG_PATH
+    return Path(entry_point(VERL_ENTRY).folder) / VERL_CONFIG_PATH
 
 
-def _verl_trainer_dir() -> Path:
-    try:
-        spec = importlib.util.find_spec("verl")
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        raise ConfigError(
-            "verl is not installed, so its ppo_trainer config cannot be composed. Install it with "
-            "`pip install 'verl-ctx[verl]'`"
-        )
-    trainer = Path(locations[0]) / "trainer"
-    if not (trainer / "main_ppo.py").is_file():
-        raise ConfigError(f"verl is installed at {locations[0]} but has no trainer/main_ppo.py")
-    return trainer
+def _search_dir(entry: EntryPoint, config_path: str | None) -> str | None:
+    """Where the entry point's ``hydra.main`` looks for the primary config (Hydra's ``compute_search_path_dir``)."""
+    from hydra._internal.utils import compute_search_path_dir
 
-
-def _search_dir(config_path: str) -> str:
-    """Where verl's ``hydra.main`` looks for the primary config (``compute_search_path_dir`` for main_ppo.py)."""
-    if os.path.splitext(config_path)[1] in (".yaml", ".yml"):
+    if config_path is not None and os.path.splitext(config_path)[1] in (".yaml", ".yml"):
         raise ConfigError("--config-path names a directory; give the file's name with --config-name")
-    if os.path.isabs(config_path) or config_path.startswith("pkg://"):
-        return config_path
-    return os.path.normpath(os.path.join(os.path.realpath(_verl_trainer_dir()), config_path))
+    found: str | None = compute_search_path_dir(entry.file, None, config_path)
+    return found
 
 
 def compose_config(
-    args: Sequence[str] = (), *, overrides: Sequence[str] = (), config_file: str | os.PathLike[str] | None = None
+    args: Sequence[str] = (),
+    *,
+    overrides: Sequence[str] = (),
+    config_file: str | os.PathLike[str] | None = None,
+    entry: str | None = None,
 ) -> Any:
-    """The ``DictConfig`` verl's entry point builds from ``args`` (its command line) plus ``overrides``.
+    """The ``DictConfig`` an entry point's ``hydra.main`` builds from ``args`` (its command line) plus ``overrides``.
 
     ``compose_config(["--config-path=config", "--config-name=ppo_megatron_trainer", "algorithm.adv_estimator=grpo"])``
-    composes what ``python -m verl.trainer.main_ppo`` would with those arguments. ``config_file`` layers a
-    YAML file (see the module docs). Errors are ``ConfigError``s that keep Hydra's message whole.
+    composes what ``python -m verl.trainer.main_ppo`` would with those arguments; with
+    ``entry="recipe.dapo.main_dapo"``, what ``python -m recipe.dapo.main_dapo`` would (run from the working
+    directory). ``config_file`` layers a YAML file over verl's config (see the module docs). Errors are
+    ``ConfigError``s that keep Hydra's message whole.
     """
-    verl = parse_verl_args(args)
-    verl = VerlArgs(verl.config_path, verl.config_name, verl.config_dir, [*verl.overrides, *overrides])
-    for path in _override_files(verl):
+    point = entry_point(entry)
+    given = parse_verl_args(args)
+    verl = VerlArgs(
+        given.config_path if given.config_path is not None else point.config_path,
+        given.config_name if given.config_name is not None else point.config_name,
+        given.config_dir,
+        [*given.overrides, *overrides],
+    )
+    search_dir = _search_dir(point, verl.config_path)
+    for path in _override_files(search_dir, verl.config_name):
         _check_file(path)
     if config_file is not None:
-        return _compose_with_file(Path(config_file), verl)
-    return _compose(_search_dir(verl.config_path), verl.config_name.removesuffix(".yaml"), verl)
+        if entry is not None and entry != VERL_ENTRY:
+            raise ConfigError(
+                f"--config layers a file over verl's own config; with -m {entry} the recipe's own config is composed. "
+                "Give the recipe's --config-path/--config-name (or put the file in its config folder) instead"
+            )
+        return _compose_with_file(Path(config_file), verl, point)
+    return _compose(search_dir, _config_name(verl.config_name), verl, point)
 
 
-def _compose(search_dir: str, name: str, verl: VerlArgs, extra_search: Sequence[str] = ()) -> Any:
-    from hydra import compose, initialize_config_dir, initialize_config_module
+def _config_name(name: str | None) -> str | None:
+    return name.removesuffix(".yaml") if name is not None else None
 
-    overrides = list(verl.overrides)
-    search = [f"file://{os.path.abspath(d)}" for d in extra_search]
-    if verl.config_dir is not None:
+
+def _compose(
+    search_dir: str | None, name: str | None, verl: VerlArgs, point: EntryPoint, extra_search: Sequence[str] = ()
+) -> Any:
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+
+    if search_dir is not None and not search_dir.startswith("pkg://") and not os.path.isdir(search_dir):
+        raise ConfigError(
+            f"no config directory {search_dir}: a relative --config-path is resolved against the folder of "
+            f"{point.module} ({point.folder}), as Hydra resolves it for `python -m {point.module}`"
+        )
+    search_path = create_config_search_path(search_dir)
+    schema = SearchPathQuery(provider="schema")  # Hydra keeps its structured-config source last
+    for directory in extra_search:
+        search_path.prepend(provider="verl-ctx", path=f"file://{os.path.abspath(directory)}", anchor=schema)
+    if verl.config_dir is not None:  # as Hydra's _run_hydra adds it: before the primary config is looked up
         config_dir = os.path.abspath(verl.config_dir)
         if not os.path.isdir(config_dir):
             raise ConfigError(f"--config-dir {verl.config_dir}: no such directory ({config_dir})")
-        search.insert(0, f"file://{config_dir}")
-    if search:
-        overrides.append(f"hydra.searchpath=[{','.join(search)}]")
-    if search_dir.startswith("pkg://"):
-        init: Any = initialize_config_module(
-            config_module=search_dir.removeprefix("pkg://").replace("/", "."),
-            job_name=VERL_TASK_NAME,
-            version_base=None,
+        search_path.prepend(provider="command-line", path=f"file://{config_dir}", anchor=schema)
+    overrides = list(verl.overrides)
+    return _hydra_call(
+        lambda: _run(search_path, point.task_name, name, overrides), f"config {name} from {search_dir}", overrides
+    )
+
+
+def _run(search_path: Any, task_name: str, name: str | None, overrides: list[str]) -> Any:
+    """Hydra's own composition, as ``hydra.main`` runs it, leaving Hydra's global state as it was found."""
+    from hydra._internal.hydra import Hydra
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+    from hydra.types import RunMode
+    from omegaconf import open_dict
+
+    backup = get_gh_backup()
+    GlobalHydra.instance().clear()
+    try:
+        hydra = Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)
+        config = hydra.compose_config(
+            config_name=name, overrides=overrides, run_mode=RunMode.RUN, from_shell=False, with_log_configuration=False
         )
-    else:
-        if not os.path.isdir(search_dir):
-            raise ConfigError(
-                f"no config directory {search_dir}: a relative --config-path is resolved against verl's trainer "
-                "directory, as verl's entry point resolves it; give an absolute path for your own configs"
-            )
-        init = initialize_config_dir(config_dir=search_dir, job_name=VERL_TASK_NAME, version_base=None)
-    return _hydra_call(lambda: _run(init, compose, name, overrides), f"config {name} from {search_dir}", overrides)
+    finally:
+        restore_gh_from_backup(backup)
+    with open_dict(config):  # the task function gets the config without Hydra's own node
+        config.pop("hydra", None)
+    return config
 
 
-def _run(init: Any, compose: Any, name: str, overrides: list[str]) -> Any:
-    with init:
-        return compose(config_name=name, overrides=overrides)
-
-
-def _compose_with_file(file: Path, verl: VerlArgs) -> Any:
+def _compose_with_file(file: Path, verl: VerlArgs, point: EntryPoint) -> Any:
     _check_file(file)
     import yaml
 
@@ -190,11 +209,11 @@ def _compose_with_file(file: Path, verl: VerlArgs) -> Any:
         raise ConfigError(f"config file {file} should hold a mapping at the top; it holds {type(content).__name__}")
     directory, name = str(file.resolve().parent), file.stem
     if "defaults" in content:
-        return _compose(directory, name, verl, extra_search=[str(verl_config_dir())])
+        return _compose(directory, name, verl, point, extra_search=[str(verl_config_dir())])
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=_LAYERED, node={"defaults": [VERL_CONFIG_NAME, name, "_self_"]})
-    return _compose(str(verl_config_dir()), _LAYERED, verl, extra_search=[directory])
+    return _compose(str(verl_config_dir()), _LAYERED, verl, point, extra_search=[directory])
 
 
 def _hydra_call(step: Any, what: str, overrides: Sequence[str] = ()) -> Any:
@@ -258,13 +277,11 @@ def _keys_at(dotted: str) -> list[str]:
     return [str(k) for k in node] if hasattr(node, "keys") else []
 
 
-def _override_files(verl: VerlArgs) -> list[Path]:
+def _override_files(directory: str | None, config_name: str | None) -> list[Path]:
     """Config files the arguments name directly (their size and aliases are checked before Hydra reads them)."""
-    name = verl.config_name if verl.config_name.endswith((".yaml", ".yml")) else verl.config_name + ".yaml"
-    try:
-        directory = _search_dir(verl.config_path)
-    except ConfigError:
+    if directory is None or config_name is None:
         return []
+    name = config_name if config_name.endswith((".yaml", ".yml")) else config_name + ".yaml"
     if directory.startswith("pkg://") or Path(directory).resolve() == verl_config_dir().resolve():
         return []  # verl's own config files, as trusted as its code: parsing them twice costs 0.1 s
     path = Path(directory) / name

@@ -9,6 +9,10 @@ TaskRunner. ``launch`` does the same with a bound TaskRunner, in steps a recipe'
 3. ``prepare(config, contexts, ...)``: contexts into the config and a TaskRunner class (the store first for
    large or secret-holding ones, which is why Ray starts before);
 4. ``run_ppo(config, task_runner_class=runner)``, verl's own.
+
+With ``entry="recipe.x.main_x"`` (``verl-ctx run -m``) steps 1 and 4 are the recipe's own: its ``@hydra.main``
+function is called with the config, its TaskRunners bound (``_recipe_main``); Ray is started first only when a
+context must wait in the store.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..._contextset import ContextSet
-from ...errors import LaunchError
+from ...errors import ContextError, LaunchError
 from ._binding import WORKER_CLASS_ROLES
 from ._config_channel import bind_config
+from ._entry import VERL_ENTRY, EntryPoint, entry_point
 from ._runners import make_task_runner
 from ._store import DEFAULT_OFFLOAD_BYTES, offload
 
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LaunchOptions",
     "Prepared",
+    "check_decoded",
     "check_launch",
     "init_ray",
     "innermost",
@@ -48,12 +54,16 @@ class LaunchOptions(TypedDict, total=False):
 
     #: Contexts above this many payload bytes travel by object-store reference (``--offload-bytes``).
     offload_threshold: int
-    #: The TaskRunner class to bind instead of verl's own (v1 or legacy, by ``trainer.use_v1``).
+    #: The TaskRunner class to bind instead of verl's own (bound as the family it derives from: legacy or v1).
     task_runner_base: type | None
+    #: The entry module whose ``@hydra.main`` function runs the launch (``-m``); verl's ``main_ppo`` by default.
+    entry: str | None
     #: verl slot -> ``module:Class`` of the recipe's worker (``--worker``).
     workers: Mapping[str, str] | None
     #: Modules to import inside the TaskRunner before verl looks up its trainer (``--import``).
     imports: Sequence[str]
+    #: ``rehearse`` only: refuse a rehearsal where a worker role's context was decoded by no recipe code (default).
+    require_decoded: bool
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,8 @@ class Prepared:
     #: role -> "worker class", "config: <key>", with "by reference" for contexts in the object store.
     channels: dict[str, str] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    #: ``runner_for(base)``: the same binding for another TaskRunner (a recipe's own), ``ray.remote`` made.
+    runner_for: Any = field(default=None, repr=False)
 
 
 def check_launch(config: Any) -> None:
@@ -166,28 +178,55 @@ def prepare(
     for role, env in envelopes.items():
         if "payload" not in env:
             channels[role] += " (by reference: Ray object store)"
-    runner = make_task_runner(
-        {role: env for role, env in envelopes.items() if role in WORKER_CLASS_ROLES},
-        use_v1=bool(config.trainer.use_v1),
-        base=options.get("task_runner_base"),
-        workers=options.get("workers"),
-        imports=options.get("imports", ()),
-        rehearsal=rehearsal,
-    )
-    return Prepared(runner, channels, contexts.payload_sizes())
+
+    def runner_for(base: type | None) -> Any:
+        return make_task_runner(
+            {role: env for role, env in envelopes.items() if role in WORKER_CLASS_ROLES},
+            use_v1=bool(config.trainer.use_v1),
+            base=base,
+            workers=options.get("workers"),
+            imports=options.get("imports", ()),
+            rehearsal=rehearsal,
+        )
+
+    return Prepared(runner_for(options.get("task_runner_base")), channels, contexts.payload_sizes(), runner_for)
+
+
+def _recipe_entry(options: LaunchOptions) -> EntryPoint | None:
+    """The recipe's own entry point when ``entry`` names one (not verl's ``main_ppo``)."""
+    entry = options.get("entry")
+    return entry_point(entry) if entry and entry != VERL_ENTRY else None
+
+
+def _start(config: Any, prepared: Prepared, recipe: EntryPoint | None) -> None:
+    """Hand over: verl's ``run_ppo`` with the bound runner, or the recipe's own main with its runners bound."""
+    if recipe is None:
+        from verl.trainer.main_ppo import run_ppo
+
+        run_ppo(config, task_runner_class=prepared.task_runner)
+        return
+    from ._recipe_main import run_recipe_main
+
+    run_recipe_main(recipe, config, prepared.runner_for)
+
+
+def _needs_store(contexts: ContextSet, threshold: int) -> bool:
+    return bool(contexts.secret_roles()) or any(size > threshold for size in contexts.payload_sizes().values())
 
 
 def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) -> None:
     """Run verl's PPO training (``trainer.use_v1`` picks v1 or legacy) with every role's context delivered.
 
-    Does what ``python -m verl.trainer.main_ppo`` does after composing the config, with a bound TaskRunner.
+    Does what ``python -m verl.trainer.main_ppo`` does after composing the config, with a bound TaskRunner; with
+    ``entry``, what ``python -m ENTRY`` does, with the recipe's own TaskRunners bound.
     """
-    from verl.trainer.main_ppo import run_ppo
-
-    check_launch(config)
-    init_ray(config)
-    prepared = prepare(config, contexts, **options)
-    run_ppo(config, task_runner_class=prepared.task_runner)
+    recipe = _recipe_entry(options)
+    if recipe is None:
+        check_launch(config)
+        init_ray(config)
+    elif _needs_store(contexts, options.get("offload_threshold", DEFAULT_OFFLOAD_BYTES)):
+        init_ray(config)  # the store must hold the contexts before the runner class that refers to them is made
+    _start(config, prepare(config, contexts, **options), recipe)
 
 
 def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) -> list[dict[str, Any]]:
@@ -203,8 +242,8 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
     from pathlib import Path
 
     from omegaconf import open_dict
-    from verl.trainer.main_ppo import run_ppo
 
+    recipe = _recipe_entry(options)
     with open_dict(config):
         # One CPU process per pool (see _rehearsal); logical CPUs for TransferQueue's actors; no trackers.
         if config.ray_kwargs.ray_init.get("num_cpus") is None:
@@ -212,14 +251,17 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
         config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
         config.trainer.logger = ["console"]
         config.data.dataloader_num_workers = 0
-    check_launch(config)
+    if recipe is None:
+        check_launch(config)  # a recipe's main runs its own checks
     _check_cpus(config)
     started = init_ray(config)
     try:
         with tempfile.TemporaryDirectory(prefix="verl-ctx-rehearsal-") as directory:
             prepared = prepare(config, contexts, rehearsal={"dir": directory}, **options)
             try:
-                run_ppo(config, task_runner_class=prepared.task_runner)
+                _start(config, prepared, recipe)
+            except ContextError as e:  # verl-ctx's own refusal (an unbound context, a wrong runner): it is the cause
+                raise innermost(e) from None
             except Exception as e:
                 if not _completed(e):
                     cause, key = verl_cause(innermost(e))
@@ -231,12 +273,39 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
                     ) from e
             else:
                 raise LaunchError("the rehearsal ran to the end without reaching a worker", cause="no worker built")
-            return [json.loads(p.read_text()) for p in sorted(Path(directory).glob("*.json"))]
+            records = [json.loads(p.read_text()) for p in sorted(Path(directory).glob("*.json"))]
+            if options.get("require_decoded", True):
+                check_decoded(records, contexts, config)
+            return records
     finally:
         if started:
             import ray
 
             ray.shutdown()
+
+
+def check_decoded(records: Sequence[Mapping[str, Any]], contexts: ContextSet, config: Any) -> None:
+    """Refuse a rehearsal in which a worker role's context reached its worker but no recipe code decoded it.
+
+    actor, ref and critic contexts ride in worker classes; a role this run starts whose context no worker's own
+    code decoded (stored on ``self``) would be silently unused on GPUs. Rollout and reward contexts are read by
+    the recipe's agent loop and reward code, which a rehearsal does not run: it decodes them on their behalf.
+    """
+    from ..._roles import inactive_roles
+
+    wanted = [r for r in contexts if r in WORKER_CLASS_ROLES]
+    inactive = inactive_roles(config, wanted)
+    decoded = {role for record in records for role in record.get("decoded_roles", ())}
+    missing = sorted(r for r in wanted if r not in inactive and r not in decoded)
+    if missing:
+        workers = sorted({str(r["worker"]) for r in records})
+        raise LaunchError(
+            f"the rehearsal built every worker, but no recipe code decoded the {', '.join(missing)} context(s): on "
+            f"GPUs they would be delivered and never read. Workers built: {', '.join(workers)}. Give the recipe's "
+            "worker class for the slot with --worker (critic=..., actor=/ref= for the hybrid worker's inner "
+            "workers, actor_rollout_ref=... for the hybrid worker) and read the context there with decode()",
+            cause="undecoded " + ", ".join(missing),
+        )
 
 
 def _check_cpus(config: Any) -> None:

@@ -60,13 +60,26 @@ def _held_contexts(obj: object) -> dict[str, str]:
     return {name: repr(value) for name, value in vars(obj).items() if isinstance(value, RoleContext)}
 
 
+def _held_roles(obj: object) -> list[str]:
+    """The roles of the typed contexts the recipe's code stored on ``obj``."""
+    held = {role for value in vars(obj).values() if isinstance(value, RoleContext) for role in value.__verl_ctx_roles__}
+    return sorted(held)
+
+
+#: Set on every class a rehearsal made, so a class is probed once however often its mapping is sealed.
+PROBE_ATTR = "__verl_ctx_probe__"
+
+
 def _recipe_class(cls: type) -> str:
-    """The first class in the MRO that is neither made by verl-ctx nor verl's own: the recipe's."""
+    """The first class in the MRO that is neither made by verl-ctx nor verl's own: the recipe's; else verl's."""
     for klass in cls.__mro__:
-        if ENVELOPES_ATTR in vars(klass) or klass.__module__.startswith(("verl_ctx.", "verl.")):
+        if ENVELOPES_ATTR in vars(klass) or PROBE_ATTR in vars(klass) or klass.__module__ == "builtins":
+            continue
+        if klass.__module__.startswith(("verl_ctx.", "verl.")):
             continue
         return f"{klass.__module__}.{klass.__qualname__}"
-    return f"{cls.__mro__[1].__module__}.{cls.__mro__[1].__qualname__} (verl's own)"
+    verl_own = next(k for k in cls.__mro__ if k.__module__.startswith("verl.") and PROBE_ATTR not in vars(k))
+    return f"{verl_own.__module__}.{verl_own.__qualname__} (verl's own)"
 
 
 class EngineBoundary(TrainingWorker):
@@ -91,6 +104,7 @@ class EngineBoundary(TrainingWorker):
                 "config": type(config).__qualname__,
                 "contexts_delivered": sorted(extra.get("verl_ctx", {})),
                 "decoded": _held_contexts(self),
+                "decoded_roles": _held_roles(self),
             },
         )
         if self._rehearsal_last:
@@ -111,6 +125,7 @@ def _probe(cls: type, role: str, directory: str, *, last: bool) -> type:
         "_rehearsal_dir": directory,
         "_rehearsal_last": last,
         "__module__": cls.__module__,
+        PROBE_ATTR: True,
     }
     # C3 puts EngineBoundary right after cls's own classes, before TrainingWorker (verl's class itself: alone).
     bases = (EngineBoundary,) if cls is TrainingWorker else (cls, EngineBoundary)
@@ -130,7 +145,7 @@ def _probe_hybrid(cls: Any, verl_role: str, directory: str, *, ends: bool) -> ty
             super(probe, self).init_model()
         _outer_built(self, verl_role, directory, ends=ends)
 
-    attrs: dict[str, Any] = {"init_model": init_model, "__module__": cls.__module__}
+    attrs: dict[str, Any] = {"init_model": init_model, "__module__": cls.__module__, PROBE_ATTR: True}
     # The actor is built after the ref, so its boundary ends init_model; a ref-only worker ends at the ref.
     attrs["actor_worker_cls"] = _probe(cls.actor_worker_cls, "actor", directory, last=True)
     attrs["ref_worker_cls"] = _probe(cls.ref_worker_cls, "ref", directory, last=verl_role == "ref")
@@ -156,6 +171,7 @@ def _outer_built(worker: Any, verl_role: str, directory: str, *, ends: bool) -> 
             "node": socket.gethostname(),
             "config": type(worker.config).__qualname__,
             "decoded": decoded,
+            "decoded_roles": _held_roles(worker),
         },
     )
     if ends:
@@ -176,6 +192,8 @@ def rehearse_mapping(role_worker_mapping: dict[Any, Any], directory: str) -> Non
     for verl_role, remote_cls in list(role_worker_mapping.items()):
         cls = getattr(remote_cls, "__ray_actor_class__", remote_cls)
         name = str(verl_role)
+        if PROBE_ATTR in vars(cls):
+            continue
         if issubclass(cls, ActorRolloutRefWorker):
             role_worker_mapping[verl_role] = ray.remote(_probe_hybrid(cls, name, directory, ends=name == last))
         elif issubclass(cls, TrainingWorker):

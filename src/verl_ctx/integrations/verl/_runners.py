@@ -6,12 +6,20 @@ the TaskRunner's definition with the envelopes, the recipe's worker choices (``m
 modules to import. Inside the TaskRunner process, before verl looks anything up, those modules are imported
 (a recipe's ``@register_trainer`` becomes visible there) and the worker classes resolved.
 
-* legacy (``trainer.use_v1=false``): ``BaseTaskRunner.add_actor_rollout_worker`` / ``add_critic_worker``
-  fill ``role_worker_mapping``; we put the recipe's workers in and bind it right after. A custom
-  ``RayPPOTrainer`` can mix in ``ContextTrainerMixin`` to fill verl's own ``_critic_extra_context``.
-* v1 (default): the trainer builds ``role_worker_mapping`` in ``PPOTrainer._init_resource_pool_mgr``; we
-  register (``@register_trainer``) a subclass of the trainer that ``trainer.v1.trainer_mode`` names, which
-  binds it, and point ``trainer_mode`` at it.
+Which of the two a runner gets is decided by the class it derives from, never by a config flag (a recipe's
+legacy runner often runs with verl's default ``trainer.use_v1: true``):
+
+* legacy (``BaseTaskRunner``: verl's ``main_ppo_v0.TaskRunner``, most recipes' runners): the runner fills
+  ``role_worker_mapping`` itself, through ``add_*`` or by assignment. Its mapping is a ``_BoundMapping``: each
+  class is bound (the recipe's workers put in) as it is registered, and at the first read (the trainer's
+  ``init_workers``, before any worker starts) every context is checked to have a slot (``check_delivery``).
+  The trainer classes the runner's ``run`` names are bound too (``RayPPOTrainer`` subclasses among its globals,
+  in a copy of them: the recipe's and verl's modules are left untouched), so checkpoints carry the contexts and
+  verl's own ``_critic_extra_context`` is filled.
+* v1 (``TaskRunnerV1``): the trainer builds ``role_worker_mapping`` in ``PPOTrainer._init_resource_pool_mgr``;
+  we register (``@register_trainer``) a subclass of the trainer that ``trainer.v1.trainer_mode`` names, which
+  binds and checks it, and point ``trainer_mode`` at it. A runner that builds another trainer is refused when
+  it stores it (``self.trainer = ...``), before ``init`` starts a worker.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from typing import Any
 
 from ..._envelope import attach
 from ..._lint import lint_extra_context
-from ._binding import bind_role_worker_mapping, bound_envelopes, carrying, resolve_worker_classes
+from ..._sources import ENVELOPES_ATTR
+from ...errors import ConfigError, LaunchError
+from ._binding import bind_role_worker_mapping, bound_envelopes, carrying, check_delivery, resolve_worker_classes
 from ._checkpoint import ContextCheckpointMixin
 
 __all__ = [
@@ -32,6 +42,7 @@ __all__ = [
     "ContextTrainerMixin",
     "bound_trainer_cls",
     "make_task_runner",
+    "runner_family",
 ]
 
 TRAINER_SUFFIX = "+verl_ctx"
@@ -78,35 +89,146 @@ def _import_recipe_modules(obj: object) -> None:
         importlib.import_module(name)
 
 
-class ContextTaskRunnerMixin:
-    """Mix into a ``BaseTaskRunner`` subclass (legacy path): binds the worker classes it registers."""
+class _BoundMapping(dict[Any, Any]):
+    """A legacy runner's ``role_worker_mapping``: bound as it is filled, checked and sealed when first read.
 
-    role_worker_mapping: dict[Any, Any]
+    However the runner registers a class (``add_*``, assignment, ``update``), it is bound at once. The first read
+    (``mapping[role]``, iteration: the trainer's ``init_workers``, before it starts a worker group) runs
+    ``check_delivery`` and, in a rehearsal, puts the engine boundaries in.
+    """
+
+    def __init__(self, runner: Any, entries: Mapping[Any, Any]) -> None:
+        super().__init__()
+        self._runner = runner
+        self._busy = False
+        self._sealed = False
+        self.update(entries)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if not self._busy:
+            self._with_busy(self._bind)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def __getitem__(self, key: Any) -> Any:
+        self._seal()
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._seal()
+        return super().get(key, default)
+
+    def __iter__(self) -> Any:
+        self._seal()
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self._seal()
+        return super().items()
+
+    def values(self) -> Any:
+        self._seal()
+        return super().values()
+
+    def _with_busy(self, step: Any) -> None:
+        self._busy = True
+        try:
+            step()
+        finally:
+            self._busy = False
+
+    def _bind(self) -> None:
+        runner = self._runner
+        bind_role_worker_mapping(self, bound_envelopes(type(runner)), workers=_workers(runner))
+        if self._sealed:  # registered after the first read: rehearsed too
+            self._rehearse()
+
+    def _seal(self) -> None:
+        if self._sealed or self._busy:
+            return
+        runner = self._runner
+        config = runner.__dict__.get(_CONFIG_ATTR)
+        check_delivery(dict(super().items()), bound_envelopes(type(runner)), _worker_specs(runner), config)
+        self._sealed = True
+        self._with_busy(self._rehearse)
+
+    def _rehearse(self) -> None:
+        plan = getattr(type(self._runner), REHEARSAL_ATTR, None)
+        if plan is None:
+            return
+        from ._rehearsal import record_config_roles, rehearse_mapping
+
+        rehearse_mapping(self, plan["dir"])
+        config = self._runner.__dict__.get(_CONFIG_ATTR)
+        if config is not None:
+            record_config_roles(config, plan["dir"], "TaskRunner (the config the reward manager gets)")
+
+
+_CONFIG_ATTR = "_verl_ctx_config"
+
+
+def _worker_specs(obj: object) -> dict[str, str]:
+    return dict(getattr(type(obj), WORKERS_ATTR, {}))
+
+
+def _runner_run(cls: type, mixin: type) -> Any:
+    """The ``run`` function of the runner a mixin extends (the recipe's, or verl's)."""
+    for klass in cls.__mro__:
+        if klass is not mixin and "run" in vars(klass) and not issubclass(mixin, klass):
+            return vars(klass)["run"]
+    raise ConfigError(f"{cls.__qualname__} has no run method: not a TaskRunner")
+
+
+def _trainers_bound(run: Any, bases: tuple[type, ...], envelopes: Mapping[str, Any], **attrs: Any) -> Any:
+    """``run`` with each trainer class it names as a global (subclassing ``bases``) bound, in a copy of its globals."""
+    names = run.__globals__
+    rebound = {
+        name: bound_trainer_cls(value, envelopes, **attrs)
+        for name, value in names.items()
+        if isinstance(value, type) and issubclass(value, bases) and ENVELOPES_ATTR not in vars(value)
+    }
+    if not rebound:
+        return run
+    made = types.FunctionType(run.__code__, {**names, **rebound}, run.__name__, run.__defaults__, run.__closure__)
+    made.__kwdefaults__ = run.__kwdefaults__
+    return made
+
+
+class ContextTaskRunnerMixin:
+    """Mix into a ``BaseTaskRunner`` subclass (legacy path): binds every worker class it registers."""
+
+    @property
+    def role_worker_mapping(self) -> dict[Any, Any]:
+        return self.__dict__.setdefault("_verl_ctx_mapping", _BoundMapping(self, {}))  # type: ignore[no-any-return]
+
+    @role_worker_mapping.setter
+    def role_worker_mapping(self, value: Mapping[Any, Any]) -> None:
+        self.__dict__["_verl_ctx_mapping"] = value if isinstance(value, _BoundMapping) else _BoundMapping(self, value)
 
     def run(self, config: Any) -> Any:
+        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
         _import_recipe_modules(self)
-        return super().run(config)  # type: ignore[misc]
-
-    def add_actor_rollout_worker(self, config: Any) -> Any:
-        result = super().add_actor_rollout_worker(config)  # type: ignore[misc]
-        bind_role_worker_mapping(self.role_worker_mapping, bound_envelopes(type(self)), workers=_workers(self))
-        return result
-
-    def add_critic_worker(self, config: Any) -> Any:
-        result = super().add_critic_worker(config)  # type: ignore[misc]
-        bind_role_worker_mapping(self.role_worker_mapping, bound_envelopes(type(self)), workers=_workers(self))
-        return result
+        self.__dict__[_CONFIG_ATTR] = config
+        run = _trainers_bound(
+            _runner_run(type(self), ContextTaskRunnerMixin), (RayPPOTrainer,), bound_envelopes(type(self))
+        )
+        return run(self, config)
 
     def init_resource_pool_mgr(self, config: Any) -> Any:
         manager = super().init_resource_pool_mgr(config)  # type: ignore[misc]
-        rehearsal = getattr(type(self), REHEARSAL_ATTR, None)
-        if rehearsal is None:
+        if getattr(type(self), REHEARSAL_ATTR, None) is None:
             return manager
-        from ._rehearsal import record_config_roles, rehearsal_pool_manager, rehearse_mapping
+        from ._rehearsal import rehearsal_pool_manager
 
-        # The legacy runner registers every worker before this step and builds the trainer right after it.
-        rehearse_mapping(self.role_worker_mapping, rehearsal["dir"])
-        record_config_roles(config, rehearsal["dir"], "TaskRunner (the config the reward manager gets)")
         return rehearsal_pool_manager(manager)
 
 
@@ -132,7 +254,45 @@ class ContextTaskRunnerV1Mixin:
                 register_trainer(name)(trainer)
             with open_dict(config):
                 config.trainer.v1.trainer_mode = name
-        return super().run(config)  # type: ignore[misc]
+        from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+        run = _runner_run(type(self), ContextTaskRunnerV1Mixin)
+        bound = _trainers_bound(
+            run,
+            (PPOTrainer,),
+            bound_envelopes(type(self)),
+            workers=_worker_specs(self),
+            rehearsal=getattr(type(self), REHEARSAL_ATTR, None),
+        )
+        return bound(self, config)
+
+    @property
+    def trainer(self) -> Any:
+        return self.__dict__.get("_verl_ctx_trainer")
+
+    @trainer.setter
+    def trainer(self, value: Any) -> None:
+        # A runner that builds its trainer itself (its own class, or a trainer_mode registered after our lookup)
+        # hands it here before init() builds a worker: it is bound now (its class swapped for a bound subclass of
+        # it, which adds methods only), or the launch stops, rather than starting workers without contexts.
+        if value is not None and ENVELOPES_ATTR not in vars(type(value)):
+            bound = bound_trainer_cls(
+                type(value),
+                bound_envelopes(type(self)),
+                workers=_worker_specs(self),
+                rehearsal=getattr(type(self), REHEARSAL_ATTR, None),
+            )
+            try:
+                value.__class__ = bound
+            except TypeError as e:
+                raise LaunchError(
+                    f"the TaskRunner built a {type(value).__module__}.{type(value).__qualname__}, which verl-ctx cannot "
+                    f"bind ({e}): its workers would start without their contexts, so nothing was started. Register the "
+                    "trainer with @register_trainer and select it with trainer.v1.trainer_mode",
+                    cause=f"unbound trainer {type(value).__qualname__}",
+                    key="trainer.v1.trainer_mode",
+                ) from None
+        self.__dict__["_verl_ctx_trainer"] = value
 
 
 def bound_trainer_cls(
@@ -154,7 +314,9 @@ def bound_trainer_cls(
 
         def _init_resource_pool_mgr(self: Any) -> None:
             trainer_cls._init_resource_pool_mgr(self)
-            bind_role_worker_mapping(self.role_worker_mapping, bound_envelopes(type(self)), workers=_workers(self))
+            envelopes = bound_envelopes(type(self))
+            check_delivery(self.role_worker_mapping, envelopes, _worker_specs(self), self.config)
+            bind_role_worker_mapping(self.role_worker_mapping, envelopes, workers=_workers(self))
             plan = getattr(type(self), REHEARSAL_ATTR, None)
             if plan is not None:
                 from ._rehearsal import record_config_roles, rehearsal_pool_manager, rehearse_mapping
@@ -171,28 +333,31 @@ def _legacy_task_runner() -> type:
     """verl's legacy ``TaskRunner``, as a plain ``BaseTaskRunner`` subclass that can be extended.
 
     ``main_ppo_v0.TaskRunner`` is a ``ray.remote`` class, so its plain class is not importable by name and a
-    subclass of it would be pickled with a copy of it; its ``run`` uses no ``super()``, so we borrow it instead.
-    That ``run`` builds ``RayPPOTrainer(...)`` by its module-global name and offers no way to choose the class,
-    so it runs with that one name bound to our trainer subclass (in a copy of its globals: verl's module is
-    left untouched), which saves and checks contexts with checkpoints.
+    subclass of it would be pickled with a copy of it; its ``run`` uses no ``super()``, so we borrow it instead
+    (``ContextTaskRunnerMixin.run`` binds the ``RayPPOTrainer`` it builds).
     """
+    from verl.trainer.main_ppo_v0 import BaseTaskRunner, TaskRunner
+
+    return type(
+        "LegacyTaskRunner", (BaseTaskRunner,), {"run": TaskRunner.__ray_actor_class__.run, "__module__": __name__}
+    )
+
+
+def runner_family(runner: type) -> str:
+    """``"legacy"`` for a ``BaseTaskRunner`` (verl's ``main_ppo_v0``), ``"v1"`` for a ``TaskRunnerV1``: by its bases."""
+    from verl.trainer.main_ppo import TaskRunnerV1
     from verl.trainer.main_ppo_v0 import BaseTaskRunner
 
-    class LegacyTaskRunner(BaseTaskRunner):  # type: ignore[misc]
-        def run(self, config: Any) -> Any:
-            return self._verl_run()(self, config)
-
-        def _verl_run(self) -> Any:
-            from verl.trainer.main_ppo_v0 import TaskRunner
-
-            verl_run = TaskRunner.__ray_actor_class__.run
-            trainer = bound_trainer_cls(verl_run.__globals__[LEGACY_TRAINER], bound_envelopes(type(self)))
-            rebound = {**verl_run.__globals__, LEGACY_TRAINER: trainer}
-            return types.FunctionType(
-                verl_run.__code__, rebound, verl_run.__name__, verl_run.__defaults__, verl_run.__closure__
-            )
-
-    return LegacyTaskRunner
+    plain = getattr(runner, "__ray_actor_class__", runner)
+    if isinstance(plain, type) and issubclass(plain, BaseTaskRunner):
+        return "legacy"
+    if isinstance(plain, type) and issubclass(plain, TaskRunnerV1.__ray_actor_class__):
+        return "v1"
+    raise ConfigError(
+        f"TaskRunner {getattr(plain, '__module__', '?')}.{getattr(plain, '__qualname__', plain)} derives from neither "
+        "verl.trainer.main_ppo_v0.BaseTaskRunner (legacy) nor verl.trainer.main_ppo.TaskRunnerV1: verl-ctx cannot "
+        "see where it registers its workers, so it cannot deliver contexts to them. Derive it from one of the two"
+    )
 
 
 def make_task_runner(
@@ -206,8 +371,9 @@ def make_task_runner(
 ) -> Any:
     """A ``ray.remote`` TaskRunner class carrying ``envelopes``, for ``run_ppo(config, task_runner_class=...)``.
 
-    ``base`` is the TaskRunner to extend (its plain class, not the ``ray.remote`` one); by default verl's
-    ``TaskRunnerV1`` or legacy ``TaskRunner``. ``workers`` names the recipe's worker classes by slot
+    ``base`` is the TaskRunner to extend (plain or ``ray.remote``); by default verl's ``TaskRunnerV1`` or legacy
+    ``TaskRunner`` by ``use_v1``, as verl's ``main_ppo`` picks. A given ``base`` is bound as the family it derives
+    from (``runner_family``), whatever ``use_v1`` says. ``workers`` names the recipe's worker classes by slot
     (``{"critic": "my_recipe.workers:CriticWorker"}``, see ``bind_role_worker_mapping``); ``imports`` are
     modules imported inside the TaskRunner process before verl builds its trainer. ``rehearsal``
     (``{"dir": ...}``) stops every worker at the engine boundary (``_rehearsal``).
@@ -221,9 +387,11 @@ def make_task_runner(
             base = TaskRunnerV1
         else:
             base = _legacy_task_runner()
+    options = dict(getattr(base, "_default_options", None) or {})  # a recipe's @ray.remote(num_cpus=1), kept
     base = getattr(base, "__ray_actor_class__", base)
-    mixin = ContextTaskRunnerV1Mixin if use_v1 else ContextTaskRunnerMixin
+    mixin = ContextTaskRunnerV1Mixin if runner_family(base) == "v1" else ContextTaskRunnerMixin
     attrs: dict[str, Any] = {WORKERS_ATTR: dict(workers or {}), IMPORTS_ATTR: tuple(imports)}
     if rehearsal is not None:
         attrs[REHEARSAL_ATTR] = dict(rehearsal)
-    return ray.remote(carrying(base, envelopes, mixins=(mixin,), **attrs))
+    made = carrying(base, envelopes, mixins=(mixin,), **attrs)
+    return ray.remote(**options)(made) if options else ray.remote(made)

@@ -1,0 +1,137 @@
+"""The Hydra entry point a launch goes through: verl's ``main_ppo`` or a recipe's own ``main_*.py``.
+
+A recipe in the shape of verl's recipe collection is launched as ``python -m recipe.<name>.main_<name>
+--config-path=config --config-name=<name>_trainer ...``. Hydra then composes its config from what the module's
+``@hydra.main(config_path=..., config_name=...)`` says, with a relative path resolved against the *module's
+folder* (Hydra's ``compute_search_path_dir`` for a ``python -m`` launch, where the task function's module is
+``__main__`` and Hydra goes by its file). ``entry_point`` reads those arguments from the module's source with
+``ast``, without importing it: a recipe's main module imports verl, torch and Ray, and validation must not.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import ConfigError
+
+__all__ = ["VERL_ENTRY", "EntryPoint", "entry_point"]
+
+#: verl's own entry point; the default of every command.
+VERL_ENTRY = "verl.trainer.main_ppo"
+_HYDRA_MAIN_ARGS = ("config_path", "config_name", "version_base")
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """A module with a ``@hydra.main`` function: where it is, and the config its decorator names."""
+
+    module: str
+    file: str
+    config_path: str | None
+    config_name: str | None
+    #: The name of the ``@hydra.main`` function (the task function Hydra calls with the config).
+    function: str = "main"
+
+    @property
+    def task_name(self) -> str:
+        """What Hydra names the job (``detect_task_name`` for a file): the file's stem."""
+        return Path(self.file).stem
+
+    @property
+    def folder(self) -> str:
+        """Where a relative ``--config-path`` is resolved from (the real path, as Hydra takes it)."""
+        return os.path.dirname(os.path.realpath(self.file))
+
+
+def entry_point(module: str | None = None) -> EntryPoint:
+    """The entry point ``python -m MODULE`` runs (verl's ``main_ppo`` when ``module`` is None), read, not imported."""
+    name = module or VERL_ENTRY
+    origin = _module_file(name)
+    function, config_path, config_name = _hydra_main_arguments(origin, name)
+    return EntryPoint(name, origin, config_path, config_name, function)
+
+
+def _module_file(name: str) -> str:
+    if not name or not all(part.isidentifier() for part in name.split(".")):
+        raise ConfigError(f"-m {name!r}: expected a dotted module name, as `python -m` takes (recipe.dapo.main_dapo)")
+    cwd = os.getcwd()
+    if cwd not in sys.path:  # `python -m` runs from the working directory
+        sys.path.insert(0, cwd)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as e:  # a parent package is missing or failed to import
+        raise ConfigError(f"-m {name}: cannot find the module ({type(e).__name__}: {e})") from None
+    if spec is None:
+        if name == VERL_ENTRY:
+            raise ConfigError(
+                "verl is not installed, so its ppo_trainer config cannot be composed. Install it with "
+                "`pip install 'verl-ctx[verl]'`"
+            )
+        raise ConfigError(
+            f"-m {name}: no such module importable from the working directory ({cwd}) or the installed packages; "
+            "run from the folder you would run `python -m` from"
+        )
+    if spec.submodule_search_locations:
+        main = Path(next(iter(spec.submodule_search_locations))) / "__main__.py"
+        if main.is_file():
+            return str(main)
+    if spec.origin is None or not spec.origin.endswith(".py") or not os.path.isfile(spec.origin):
+        raise ConfigError(f"-m {name}: not a Python source file ({spec.origin}); name the module with @hydra.main")
+    return spec.origin
+
+
+def _hydra_main_arguments(path: str, module: str) -> tuple[str, str | None, str | None]:
+    """The module's ``@hydra.main`` function (the one named ``main`` first), its ``config_path`` and ``config_name``."""
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ConfigError(f"-m {module}: cannot read {path} ({type(e).__name__}: {e})") from None
+    module_names, main_names = _hydra_names(tree)
+    found: list[tuple[str, ast.Call]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                if isinstance(decorator, ast.Call) and _is_hydra_main(decorator.func, module_names, main_names):
+                    found.append((node.name, decorator))
+    if not found:
+        raise ConfigError(
+            f"-m {module}: {path} has no function decorated with @hydra.main, so it is not an entry point whose "
+            "config verl-ctx can compose. Name the module your launch script runs with `python -m`"
+        )
+    function, call = next(((n, c) for n, c in found if n == "main"), found[0])
+    given: dict[str, ast.expr] = dict(zip(_HYDRA_MAIN_ARGS, call.args, strict=False))
+    given.update({k.arg: k.value for k in call.keywords if k.arg is not None})
+    values: list[str | None] = []
+    for key in ("config_path", "config_name"):
+        expr = given.get(key)
+        value: object = None if expr is None else expr.value if isinstance(expr, ast.Constant) else expr
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(
+                f"-m {module}: @hydra.main's {key} in {path} is computed, not a literal string; pass "
+                f"--{key.replace('_', '-')} explicitly"
+            )
+        values.append(value)
+    return function, values[0], values[1]
+
+
+def _hydra_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """Names the module binds to the ``hydra`` package and to ``hydra.main`` itself."""
+    modules: set[str] = set()
+    mains: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.asname or alias.name for alias in node.names if alias.name == "hydra")
+        elif isinstance(node, ast.ImportFrom) and node.module == "hydra":
+            mains.update(alias.asname or alias.name for alias in node.names if alias.name == "main")
+    return modules, mains
+
+
+def _is_hydra_main(func: ast.expr, modules: set[str], mains: set[str]) -> bool:
+    if isinstance(func, ast.Attribute) and func.attr == "main" and isinstance(func.value, ast.Name):
+        return func.value.id in modules
+    return isinstance(func, ast.Name) and func.id in mains
