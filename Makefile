@@ -1,7 +1,7 @@
 # The two quick-start commands: `make demo` and `make test`. Both create .venv on first use.
 # `make compat` runs the compatibility matrix (docs/compatibility.md) in venvs of its own.
 # `make dist` builds and checks the sdist and wheel; `make wheel-test` tests that wheel, installed in a venv of
-# its own.
+# its own; `make resolve` checks (needs the network) that pip resolves verl-ctx[verl] with verl's engine extras.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -29,7 +29,7 @@ PY312 ?= $(call newest_python,3.12)
 CORE_SUITES := tests/core tests/cli
 
 .PHONY: demo test lint typecheck pytest bench schemas compat compat-verl-oldest compat-py310 compat-py312 \
-	dist wheel-test clean
+	dist wheel-test resolve clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,8 +41,8 @@ demo: $(STAMP)
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m examples.custom_recipe.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests tests_resolution benchmarks examples
+	$(BIN)/ruff format --check src tests tests_resolution benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -143,6 +143,11 @@ wheel-test:
 		--config examples/custom_recipe/config.yaml
 	env -u PYTHONPATH VERL_CTX_TEST_INSTALL=wheel $(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		$(CORE_SUITES)
+
+# Whether pip resolves verl-ctx[verl] (this checkout) with verl[vllm] and verl[sglang] of each supported verl,
+# against PyPI alone (dry runs, nothing installed; slow, needs the network). Prints and saves a table.
+resolve: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider -m resolution tests_resolution
 
 clean:
 	rm -rf $(VENV) $(VENV_VERL_OLDEST) .venv-py310 .venv-py312 $(WHEEL_VENV) dist build \
