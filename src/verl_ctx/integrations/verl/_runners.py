@@ -287,8 +287,8 @@ class ContextTaskRunnerV1Mixin:
             except TypeError as e:
                 raise LaunchError(
                     f"the TaskRunner built a {type(value).__module__}.{type(value).__qualname__}, which verl-ctx "
-                    f"cannot bind ({e}): its workers would start without their contexts, so nothing was started. Register the "
-                    "trainer with @register_trainer and select it with trainer.v1.trainer_mode",
+                    f"cannot bind ({e}): its workers would start without their contexts, so nothing was started. "
+                    "Register the trainer with @register_trainer and select it with trainer.v1.trainer_mode",
                     cause=f"unbound trainer {type(value).__qualname__}",
                     key="trainer.v1.trainer_mode",
                 ) from None
