@@ -57,32 +57,41 @@ def entry_point(module: str | None = None) -> EntryPoint:
 
 
 def _module_file(name: str) -> str:
+    """The source file ``python -m name`` runs, found without importing its packages (verl's pulls torch)."""
     if not name or not all(part.isidentifier() for part in name.split(".")):
         raise ConfigError(f"-m {name!r}: expected a dotted module name, as `python -m` takes (recipe.dapo.main_dapo)")
     cwd = os.getcwd()
     if cwd not in sys.path:  # `python -m` runs from the working directory
         sys.path.insert(0, cwd)
+    top, *rest = name.split(".")
     try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError) as e:  # a parent package is missing or failed to import
+        spec = importlib.util.find_spec(top)  # a top-level lookup executes nothing
+    except (ImportError, ValueError) as e:
         raise ConfigError(f"-m {name}: cannot find the module ({type(e).__name__}: {e})") from None
-    if spec is None:
+    found: Path | None = None
+    if spec is not None:
+        found = Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
+        locations = [Path(p) for p in (spec.submodule_search_locations or [])]
+        for part in rest:
+            found = next((d / part / "__init__.py" for d in locations if (d / part / "__init__.py").is_file()), None)
+            found = found or next((d / f"{part}.py" for d in locations if (d / f"{part}.py").is_file()), None)
+            namespace = [d / part for d in locations if (d / part).is_dir()]
+            locations = [found.parent] if found is not None and found.name == "__init__.py" else namespace
+            if found is None and not namespace:
+                break
+        if found is not None and found.name == "__init__.py":  # `python -m package` runs its __main__
+            found = found.with_name("__main__.py") if found.with_name("__main__.py").is_file() else None
+    if found is None or not found.is_file():
         if name == VERL_ENTRY:
             raise ConfigError(
                 "verl is not installed, so its ppo_trainer config cannot be composed. Install it with "
                 "`pip install 'verl-ctx[verl]'`"
             )
         raise ConfigError(
-            f"-m {name}: no such module importable from the working directory ({cwd}) or the installed packages; "
-            "run from the folder you would run `python -m` from"
+            f"-m {name}: no such module (a Python source file) importable from the working directory ({cwd}) or "
+            "the installed packages; run from the folder you would run `python -m` from"
         )
-    if spec.submodule_search_locations:
-        main = Path(next(iter(spec.submodule_search_locations))) / "__main__.py"
-        if main.is_file():
-            return str(main)
-    if spec.origin is None or not spec.origin.endswith(".py") or not os.path.isfile(spec.origin):
-        raise ConfigError(f"-m {name}: not a Python source file ({spec.origin}); name the module with @hydra.main")
-    return spec.origin
+    return str(found)
 
 
 def _hydra_main_arguments(path: str, module: str) -> tuple[str, str | None, str | None]:

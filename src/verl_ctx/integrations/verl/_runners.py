@@ -180,9 +180,14 @@ def _worker_specs(obj: object) -> dict[str, str]:
 
 
 def _runner_run(cls: type, mixin: type) -> Any:
-    """The ``run`` function of the runner a mixin extends (the recipe's, or verl's)."""
-    for klass in cls.__mro__:
-        if klass is not mixin and "run" in vars(klass) and not issubclass(mixin, klass):
+    """The ``run`` function of the runner a mixin extends (the recipe's, or verl's): the first after the mixin.
+
+    Classes before the mixin in the MRO may define ``run`` too (Ray wraps an actor's methods in a subclass made
+    in the actor's process), and call back into the mixin's.
+    """
+    mro = cls.__mro__
+    for klass in mro[mro.index(mixin) + 1 :]:
+        if "run" in vars(klass):
             return vars(klass)["run"]
     raise ConfigError(f"{cls.__qualname__} has no run method: not a TaskRunner")
 
