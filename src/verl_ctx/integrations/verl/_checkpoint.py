@@ -631,6 +631,19 @@ def _run_contexts(trainer: Any) -> _RunContexts:
     return run  # type: ignore[no-any-return]
 
 
+def _save_contexts(trainer: Any) -> None:
+    step_dir = os.path.join(trainer.config.trainer.default_local_dir, f"global_step_{trainer.global_steps}")
+    _run_contexts(trainer).snapshot.write(step_dir, global_step=int(trainer.global_steps))
+
+
+def _check_resume(trainer: Any) -> None:
+    folder = resume_folder(trainer.config)
+    if folder is not None:
+        _run_contexts(trainer).resume_from(folder, accept=accepts_change(trainer.config))
+    elif (trainer.config.trainer.get("save_freq") or -1) > 0:
+        _run_contexts(trainer)  # a schema that cannot be imported here fails now, not at the first save
+
+
 class ContextCheckpointMixin:
     """Mix into a verl trainer (v1 ``PPOTrainer`` or legacy ``RayPPOTrainer``) that verl-ctx made.
 
@@ -642,14 +655,23 @@ class ContextCheckpointMixin:
     global_steps: int
 
     def _save_checkpoint(self) -> Any:
-        step_dir = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-        _run_contexts(self).snapshot.write(step_dir, global_step=int(self.global_steps))
+        _save_contexts(self)
         return super()._save_checkpoint()  # type: ignore[misc]
 
     def _load_checkpoint(self) -> Any:
-        folder = resume_folder(self.config)
-        if folder is not None:
-            _run_contexts(self).resume_from(folder, accept=accepts_change(self.config))
-        elif (self.config.trainer.get("save_freq") or -1) > 0:
-            _run_contexts(self)  # a schema that cannot be imported here fails now, not at the first save
+        _check_resume(self)
         return super()._load_checkpoint()  # type: ignore[misc]
+
+
+def checkpoint_methods(trainer_cls: type) -> dict[str, Any]:
+    """``ContextCheckpointMixin``'s two methods for a class deriving from ``trainer_cls`` alone (no mixin base)."""
+
+    def _save_checkpoint(self: Any) -> Any:
+        _save_contexts(self)
+        return trainer_cls._save_checkpoint(self)  # type: ignore[attr-defined]
+
+    def _load_checkpoint(self: Any) -> Any:
+        _check_resume(self)
+        return trainer_cls._load_checkpoint(self)  # type: ignore[attr-defined]
+
+    return {"_save_checkpoint": _save_checkpoint, "_load_checkpoint": _load_checkpoint}

@@ -34,7 +34,7 @@ from ..._lint import lint_extra_context
 from ..._sources import ENVELOPES_ATTR
 from ...errors import ConfigError, LaunchError
 from ._binding import bind_role_worker_mapping, bound_envelopes, carrying, check_delivery, resolve_worker_classes
-from ._checkpoint import ContextCheckpointMixin
+from ._checkpoint import ContextCheckpointMixin, checkpoint_methods
 
 __all__ = [
     "ContextTaskRunnerMixin",
@@ -286,6 +286,7 @@ class ContextTaskRunnerV1Mixin:
                 bound_envelopes(type(self)),
                 workers=_worker_specs(self),
                 rehearsal=getattr(type(self), REHEARSAL_ATTR, None),
+                swappable=True,
             )
             try:
                 value.__class__ = bound
@@ -306,8 +307,14 @@ def bound_trainer_cls(
     *,
     workers: Mapping[str, str] | None = None,
     rehearsal: Mapping[str, Any] | None = None,
+    swappable: bool = False,
 ) -> type:
     """A subclass of a verl trainer carrying ``envelopes`` and the recipe's ``workers`` (``module:Class`` text).
+
+    ``swappable``: a class an instance of ``trainer_cls`` can be given (``__class__ = ...``), for a trainer the
+    runner already built. CPython allows that only between classes of one layout, and a class whose first base is
+    a mixin takes the mixin's, so this one derives from ``trainer_cls`` alone with the checkpoint methods in its
+    own namespace (a v1 trainer needs no ``_critic_extra_context``).
 
     On a v1 ``PPOTrainer`` it binds ``role_worker_mapping`` once ``_init_resource_pool_mgr`` has built it;
     on a legacy ``RayPPOTrainer`` it supplies ``_critic_extra_context`` (``ContextTrainerMixin``).
@@ -331,6 +338,8 @@ def bound_trainer_cls(
                 self.resource_pool_manager = rehearsal_pool_manager(self.resource_pool_manager)
 
         attrs["_init_resource_pool_mgr"] = _init_resource_pool_mgr
+    if swappable:
+        return carrying(trainer_cls, envelopes, **attrs, **checkpoint_methods(trainer_cls))
     return carrying(trainer_cls, envelopes, mixins=(ContextTrainerMixin, ContextCheckpointMixin), **attrs)
 
 
