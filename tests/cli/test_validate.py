@@ -128,7 +128,7 @@ def test_config_file_flag(run_cli: Run, ctx_module: str, write: Callable[[str, s
         (["validate", "-s", "my_ctx", "+extra_context.critic"], "cannot compose config"),
         (["validate", "-s", "my_ctx", "--config", "broken.yaml"], "cannot"),
         (["validate", "-s", "my_ctx", "--config", "missing.yaml"], "cannot read config file"),
-        (["validate", "-s", "my_ctx", "--config-path", "conf"], "resolved against verl's trainer directory"),
+        (["validate", "-s", "my_ctx", "--config-path", "conf"], "resolved against the folder of verl.trainer.main_ppo"),
         (["validate", "-s", "my_ctx", "--multirun"], "does not launch a single run"),
         (["validate", "--format", "xml", "-s", "my_ctx"], "Invalid value for '--format'"),
         (["validate"], "name at least one schema module"),

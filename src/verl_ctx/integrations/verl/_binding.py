@@ -76,6 +76,16 @@ _SLOT_BASES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The registered slots a ``--worker`` slot's class can serve: a hybrid worker either hybrid slot; an inner actor
+#: worker the hybrid one (or a separate actor role); an inner ref worker only a hybrid one that hosts the ref.
+_SERVED_BY: dict[str, tuple[str, ...]] = {
+    "actor_rollout_ref": HYBRID_SLOTS,
+    "actor_rollout": HYBRID_SLOTS,
+    "actor": ("actor", *HYBRID_SLOTS),
+    "ref": ("ref", "actor_rollout_ref"),
+}
+
+
 def slot_name(slot: object) -> str:
     """A slot as ``role_worker_mapping`` keys print it: ``Role.ActorRolloutRef`` or ``ActorRolloutRef`` -> its value."""
     text = str(slot).removeprefix("Role.")
@@ -195,7 +205,7 @@ def check_delivery(
         if role not in inactive and not any(role in HOSTED_ROLES.get(slot, ()) for slot in registered):
             problems.append(f"the {role} context has no slot to ride in: no registered slot hosts the {role} role")
     for slot in sorted(slot_name(s) for s in workers):
-        if slot not in registered and not (slot in HYBRID_SLOTS and set(HYBRID_SLOTS) & set(registered)):
+        if not set(_SERVED_BY.get(slot, (slot,))) & set(registered):
             problems.append(f"the recipe's worker for {slot} has no slot: the runner registered no {slot}")
     if problems:
         raise LaunchError(

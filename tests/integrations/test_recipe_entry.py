@@ -1,0 +1,411 @@
+"""A recipe with its own entry point, config folder, TaskRunner and trainer, launched exactly as its script launches it.
+
+The recipe is ``examples/recipe/shaped_ppo`` in the shape of verl's recipe collection: ``main_shaped_ppo.py``
+(``@hydra.main(config_path="config", config_name="shaped_ppo_trainer")``, a ``BaseTaskRunner`` that registers the
+recipe's own workers as ``actor_rollout`` when no reference policy runs, a ``RayPPOTrainer`` of its own, a
+pre-launch check of its own) and ``main_shaped_ppo_v1.py`` (a ``TaskRunnerV1`` that builds its own trainer). Its
+config's ``hydra.searchpath`` is ``file://verl/trainer/config``, relative to the working directory, which here (as
+in a verl checkout) holds ``verl/`` and ``recipe/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_ctx import validate
+from verl_ctx.errors import ConfigError, LaunchError
+from verl_ctx.integrations.verl import compose_config
+from verl_ctx.integrations.verl._entry import entry_point
+
+from .conftest import REPO
+from .verl_reference import verl_hydra_main
+
+LEGACY = "recipe.shaped_ppo.main_shaped_ppo"
+V1 = "recipe.shaped_ppo.main_shaped_ppo_v1"
+SCHEMAS = "recipe.shaped_ppo.contexts"
+WORKERS = "recipe.shaped_ppo.workers"
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A working directory laid out as a verl checkout: verl/ (the installed package) and recipe/ side by side."""
+    import verl
+
+    root = tmp_path_factory.mktemp("verl-checkout")
+    (root / "verl").symlink_to(Path(verl.__file__).parent)
+    (root / "recipe").symlink_to(REPO / "examples" / "recipe")
+    cd = root / "extra-configs"  # a --config-dir holding a primary config found nowhere else
+    cd.mkdir()
+    (cd / "only_in_config_dir.yaml").write_text(
+        "hydra:\n  searchpath: [file://verl/trainer/config]\n"
+        "defaults: [shaped_ppo_trainer, _self_]\ntrainer:\n  total_epochs: 3\n"
+    )
+    return root
+
+
+@pytest.fixture
+def in_collection(collection: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from the checkout, as the recipe's script does; its modules importable from there, as with `python -m`."""
+    monkeypatch.chdir(collection)
+    monkeypatch.syspath_prepend(str(collection))
+    return collection
+
+
+def _recipe(module: str, name: str) -> Any:
+    """``name`` from one of the recipe's modules (imported from the working directory, as `python -m` would)."""
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+FORMS: dict[str, list[str]] = {
+    "the script's own arguments": ["--config-path=config", "--config-name=shaped_ppo_trainer"],
+    "decorator defaults": [],
+    "-cp/-cn, .yaml": ["-cp", "config", "-cn", "shaped_ppo_trainer.yaml"],
+    "./config": ["--config-path=./config", "--config-name=shaped_ppo_trainer"],
+    "--config-dir, primary only there": ["--config-dir=extra-configs", "--config-name=only_in_config_dir"],
+    "-cd and a searchpath override": [
+        "-cd",
+        "extra-configs",
+        "--config-name=only_in_config_dir",
+        "hydra.searchpath=[file://verl/trainer/config]",
+    ],
+    "no reference policy, grpo": ["algorithm.adv_estimator=grpo"],
+    "a reference policy": ["actor_rollout_ref.actor.use_kl_loss=true"],
+    "a key the recipe has not": ["shaped_ppo.no_such_key=1"],
+    "a key added with +": ["+shaped_ppo.new_key=1"],
+}
+
+
+def _roles(config: Any) -> dict[str, bool]:
+    import warnings
+
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # verl warns that a critic is disabled for grpo, as intended here
+        return {"critic": need_critic(config), "ref": need_reference_policy(config)}
+
+
+@pytest.mark.parametrize("args", FORMS.values(), ids=FORMS.keys())
+def test_validate_m_composes_what_the_recipes_hydra_main_composes(args: list[str], in_collection: Path) -> None:
+    """For each argument form, -m MODULE gives the config the recipe's @hydra.main hands its main (or refuses
+    where it refuses), and the same roles by verl's rules."""
+    entry = entry_point(LEGACY)
+    theirs = verl_hydra_main(
+        args, str(in_collection), main_file=entry.file, config_path="config", config_name="shaped_ppo_trainer"
+    )
+    try:
+        ours = compose_config(args, entry=LEGACY)
+    except ConfigError:
+        ours = None
+    if theirs is None:
+        assert ours is None, "verl-ctx composed a config the recipe's entry point refuses"
+        return
+    assert ours is not None, "verl-ctx refused a config the recipe's entry point composes"
+    assert OmegaConf.to_container(ours, resolve=False) == OmegaConf.to_container(theirs, resolve=False)
+    assert _roles(ours) == _roles(theirs)
+
+
+def test_the_recipes_own_entry_point_agrees_when_run_for_real(in_collection: Path) -> None:
+    """`python -m recipe...main --cfg job ARGS` (the recipe's unmodified module, Hydra printing the job config)
+    is the config `verl-ctx config -m` prints, but for the contexts' section verl-ctx fills in."""
+    args = ["--config-path=config", "--config-name=shaped_ppo_trainer", "trainer.total_epochs=5"]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(in_collection)}
+    real = subprocess.run(
+        [sys.executable, "-m", LEGACY, "--cfg", "job", *args],
+        cwd=in_collection,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert real.returncode == 0, real.stderr[-2000:]
+    ours = subprocess.run(
+        [str(Path(sys.executable).with_name("verl-ctx")), "config", "-s", SCHEMAS, "-m", LEGACY, *args],
+        cwd=in_collection,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    theirs_config, ours_config = OmegaConf.create(real.stdout), OmegaConf.create(ours.stdout)
+    for config in (theirs_config, ours_config):
+        config.pop("extra_context")
+    assert OmegaConf.to_container(ours_config) == OmegaConf.to_container(theirs_config)
+    assert ours_config.trainer.total_epochs == 5
+
+
+def test_validate_m_with_the_recipes_arguments_exits_0_and_judges_roles(in_collection: Path) -> None:
+    """The CLI, given the launch script's own arguments: valid, with the roles this run starts."""
+    env = {**os.environ, "PYTHONPATH": str(in_collection), "NO_COLOR": "1"}
+    args = ["-s", SCHEMAS, "-m", LEGACY, "--config-path=config", "--config-name=shaped_ppo_trainer"]
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("verl-ctx")), "validate", "--format", "json", *args],
+        cwd=in_collection,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    assert set(report["roles"]) == {"actor", "critic", "reward", "rollout"}  # gae: a critic; no ref configured
+
+
+def test_config_and_m_are_refused_together(in_collection: Path) -> None:
+    """--config layers over verl's own config; with a recipe's entry point it is a usage error, not ignored."""
+    with pytest.raises(ConfigError, match=r"with -m recipe\.shaped_ppo\.main_shaped_ppo the recipe's own config"):
+        compose_config([], entry=LEGACY, config_file=REPO / "examples" / "custom_recipe" / "config.yaml")
+
+
+# --- the silent paths, each now a named error -----------------------------------------------------------------------
+
+
+def _config(in_collection: Path, *overrides: str) -> Any:
+    import importlib
+
+    importlib.import_module(SCHEMAS)
+    return compose_config(list(overrides), entry=LEGACY)
+
+
+def test_a_legacy_runner_gets_the_legacy_mixin_whatever_use_v1_says(in_collection: Path) -> None:
+    """The recipe's config leaves trainer.use_v1 true (verl's default); its BaseTaskRunner is still bound as one."""
+    from verl_ctx.integrations.verl import ContextTaskRunnerMixin, make_task_runner
+
+    config = _config(in_collection)
+    TaskRunner = _recipe(LEGACY, "TaskRunner")
+    assert config.trainer.use_v1 is True
+    runner = make_task_runner({}, use_v1=True, base=TaskRunner)
+    assert issubclass(runner.__ray_actor_class__, ContextTaskRunnerMixin)
+    assert runner._default_options == {"num_cpus": 1}  # the recipe's @ray.remote options are kept
+
+
+def test_a_runner_of_neither_family_is_refused() -> None:
+    """A TaskRunner deriving from neither BaseTaskRunner nor TaskRunnerV1 cannot be bound: a ConfigError."""
+    import ray
+
+    from verl_ctx.integrations.verl import make_task_runner
+
+    @ray.remote
+    class OwnRunner:
+        def run(self, config: Any) -> None:
+            pass
+
+    with pytest.raises(ConfigError, match=r"derives from neither verl\.trainer\.main_ppo_v0\.BaseTaskRunner"):
+        make_task_runner({}, use_v1=True, base=OwnRunner)
+
+
+def _legacy_runner(contexts: Any, workers: dict[str, str] | None = None) -> Any:
+    """The recipe's bound TaskRunner as a plain object in this process (its registration needs no Ray cluster)."""
+    from verl_ctx.integrations.verl import make_task_runner
+
+    envelopes = {r: e for r, e in contexts.envelopes().items() if r in ("actor", "ref", "critic")}
+    runner = make_task_runner(envelopes, use_v1=True, base=_recipe(LEGACY, "TaskRunner"), workers=workers)
+    return runner.__ray_actor_class__()
+
+
+def test_a_context_whose_role_has_no_registered_slot_stops_the_launch(in_collection: Path) -> None:
+    """A runner that registers no critic while verl's rules start one: the critic context would ride nowhere."""
+    import ray
+    from verl.trainer.ppo.utils import Role
+
+    config = _config(in_collection)
+    runner = _legacy_runner(validate(config))
+    ShapedHybridWorker = _recipe(WORKERS, "ShapedHybridWorker")
+    runner.__dict__["_verl_ctx_config"] = config
+    runner.role_worker_mapping[Role.ActorRollout] = ray.remote(ShapedHybridWorker)
+    with pytest.raises(LaunchError, match=r"the critic context has no slot.*The runner registered: actor_rollout"):
+        runner.role_worker_mapping[Role.ActorRollout]  # the trainer's first read, before any worker starts
+
+
+def test_a_hybrid_worker_given_for_actor_rollout_ref_serves_actor_rollout(in_collection: Path) -> None:
+    """Without a reference policy the runner registers actor_rollout: the recipe's hybrid worker is bound there."""
+    import ray
+    from verl.trainer.ppo.utils import Role
+    from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
+
+    config = _config(in_collection)
+    runner = _legacy_runner(validate(config), workers={"actor_rollout_ref": f"{WORKERS}:ShapedHybridWorker"})
+    ShapedHybridWorker = _recipe(WORKERS, "ShapedHybridWorker")
+    runner.__dict__["_verl_ctx_config"] = config
+    runner.role_worker_mapping[Role.ActorRollout] = ray.remote(ActorRolloutRefWorker)
+    runner.role_worker_mapping[Role.Critic] = ray.remote(TrainingWorker)
+    bound = runner.role_worker_mapping[Role.ActorRollout].__ray_actor_class__
+    assert issubclass(bound, ShapedHybridWorker)
+
+
+def test_a_worker_for_a_slot_the_runner_never_registers_stops_the_launch(in_collection: Path) -> None:
+    """--worker ref=... while no reference policy runs (the hybrid worker is actor_rollout): never silently unused."""
+    import ray
+    from verl.trainer.ppo.utils import Role
+    from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
+
+    config = _config(in_collection)
+    runner = _legacy_runner(validate(config), workers={"ref": f"{WORKERS}:ShapedRefWorker"})
+    runner.__dict__["_verl_ctx_config"] = config
+    runner.role_worker_mapping[Role.ActorRollout] = ray.remote(ActorRolloutRefWorker)
+    runner.role_worker_mapping[Role.Critic] = ray.remote(TrainingWorker)
+    with pytest.raises(LaunchError, match="the recipe's worker for ref has no slot"):
+        list(runner.role_worker_mapping.items())
+
+
+@pytest.mark.parametrize(
+    ("slot", "cls", "wanted"),
+    [
+        ("actor_rollout_ref", "ShapedCriticWorker", "ActorRolloutRefWorker; ShapedCriticWorker is a TrainingWorker"),
+        ("ActorRollout", "ShapedActorWorker", "ActorRolloutRefWorker; ShapedActorWorker is a TrainingWorker"),
+        ("critic", "ShapedHybridWorker", "TrainingWorker; ShapedHybridWorker is a ActorRolloutRefWorker"),
+    ],
+)
+def test_a_worker_class_that_cannot_serve_its_slot_is_a_usage_error(
+    slot: str, cls: str, wanted: str, in_collection: Path
+) -> None:
+    """A TrainingWorker where a hybrid worker is needed, and the reverse, is refused when the class is resolved."""
+    from verl_ctx.integrations.verl._binding import resolve_worker_classes
+
+    with pytest.raises(ConfigError, match=wanted):
+        resolve_worker_classes({slot: f"{WORKERS}:{cls}"})
+
+
+def test_run_refuses_a_wrong_worker_class_before_ray_starts(in_collection: Path) -> None:
+    """`verl-ctx run --worker actor_rollout_ref=<a TrainingWorker>`: exit 2, and no Ray cluster was started."""
+    env = {**os.environ, "PYTHONPATH": str(in_collection), "RAY_AUTH_MODE": "disabled", "NO_COLOR": "1"}
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("verl-ctx")),
+            "run",
+            "-s",
+            SCHEMAS,
+            "-m",
+            LEGACY,
+            "--worker",
+            f"actor_rollout_ref={WORKERS}:ShapedCriticWorker",
+        ],
+        cwd=in_collection,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "the actor_rollout_ref slot runs a subclass of verl's" in out.stderr
+    assert "Started a local Ray instance" not in out.stdout + out.stderr
+
+
+# --- rehearsals of the recipe's own main, on both runner families ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    from verl_ctx.testing import tiny_dataset, tiny_model, tiny_run_args
+
+    scratch = tmp_path_factory.mktemp("tiny")
+    return tiny_run_args(tiny_model(scratch / "model"), tiny_dataset(scratch / "data"))
+
+
+def _run(collection: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{collection}{os.pathsep}{REPO}",
+        "RAY_AUTH_MODE": "disabled",
+        "HF_HUB_OFFLINE": "1",
+        "NO_COLOR": "1",
+    }
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("verl-ctx")), "run", *args],
+        cwd=collection,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _records(out: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    return {r["role"]: r for r in report["records"]}
+
+
+SCRIPT_ARGS = ["--config-path=config", "--config-name=shaped_ppo_trainer"]
+
+
+@pytest.mark.ray
+def test_rehearsal_of_the_legacy_recipe_main_delivers_every_role_to_its_workers(
+    collection: Path, tiny: list[str]
+) -> None:
+    """The recipe's own main, TaskRunner (BaseTaskRunner, use_v1 left true) and workers it registers itself as
+    actor_rollout: each role's context decoded by the recipe's class, with no --worker given."""
+    out = _run(collection, "--rehearse", "--format", "json", "-s", SCHEMAS, "-m", LEGACY, *SCRIPT_ARGS, *tiny)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    records = _records(out)
+    assert records["actor"]["worker"] == f"{WORKERS}.ShapedActorWorker"
+    assert records["actor"]["decoded"] == {"ctx": "ActorContext(entropy_bonus=0.01)"}
+    assert records["critic"]["worker"] == f"{WORKERS}.ShapedCriticWorker"
+    assert records["critic"]["decoded"] == {"ctx": "CriticContext(value_clip=0.3)"}
+    assert records["actor_rollout (outer worker)"]["worker"] == f"{WORKERS}.ShapedHybridWorker"
+    assert "ref" not in records  # no reference policy runs
+    assert "verl's own" not in out.stdout
+
+
+@pytest.mark.ray
+def test_rehearsal_of_the_v1_recipe_main_binds_the_trainer_it_builds(collection: Path, tiny: list[str]) -> None:
+    """A TaskRunnerV1 subclass that builds its own trainer class: bound when the runner stores it; the recipe's
+    workers given with --worker serve actor, ref, critic and rollout."""
+    out = _run(
+        collection,
+        "--rehearse",
+        "--format",
+        "json",
+        "-s",
+        SCHEMAS,
+        "-m",
+        V1,
+        "--worker",
+        f"critic={WORKERS}:ShapedCriticWorker",
+        "--worker",
+        f"ActorRolloutRef={WORKERS}:ShapedHybridWorker",
+        *SCRIPT_ARGS,
+        *tiny,
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "extra_context.critic.value_clip=0.5",
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    records = _records(out)
+    assert records["critic"]["decoded"] == {"ctx": "CriticContext(value_clip=0.5)"}
+    assert records["ref"]["worker"] == f"{WORKERS}.ShapedRefWorker"
+    assert records["ref"]["decoded"] == {"ctx": "RefContext(kl_temperature=1.0)"}
+    assert records["actor_rollout_ref (outer worker)"]["decoded"] == {"rollout_ctx": "RolloutContext(max_tool_calls=4)"}
+
+
+@pytest.mark.ray
+def test_a_rehearsal_whose_contexts_no_recipe_code_decodes_fails(collection: Path, tiny: list[str]) -> None:
+    """The v1 runner with verl's own workers: the table names verl's classes (no builtins.object), and the run
+    fails naming the contexts nothing read."""
+    out = _run(collection, "--rehearse", "-s", SCHEMAS, "-m", V1, *SCRIPT_ARGS, *tiny)
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "verl.workers.engine_workers.TrainingWorker (verl's own)" in out.stdout
+    assert "builtins.object" not in out.stdout
+    assert "no recipe code decoded the actor, critic context(s)" in out.stderr
+
+
+@pytest.mark.ray
+def test_the_recipes_own_pre_launch_check_is_the_one_run(collection: Path, tiny: list[str]) -> None:
+    """The recipe's main refuses its own setting; verl main_ppo's checks would not have: its message is the cause."""
+    out = _run(collection, "--rehearse", "-s", SCHEMAS, "-m", LEGACY, *SCRIPT_ARGS, *tiny, "shaped_ppo.reward_scale=-1")
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "shaped_ppo.reward_scale must be > 0, got -1" in out.stderr
