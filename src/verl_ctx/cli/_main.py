@@ -433,10 +433,12 @@ def run(
             click.echo("rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)...")
             records = _launch.rehearse(checked.config, checked.contexts, **options, require_decoded=False)
             click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
-            if fmt == "json":
-                click.echo(json.dumps({"records": records}, default=str))
-            _launch.check_decoded(records, checked.contexts, checked.config)
-            click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
+            try:
+                _launch.check_decoded(records, checked.contexts, checked.config)
+                click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
+            finally:
+                if fmt == "json":  # the report is the last line either way
+                    click.echo(json.dumps({"records": records}, default=str))
             return
         if inputs.entry:
             click.echo(f"handing over to {inputs.entry}'s own main (its checks, its TaskRunner, bound)")
