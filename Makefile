@@ -142,7 +142,7 @@ wheel-test:
 	env -u PYTHONPATH $(WHEEL_VENV)/bin/verl-ctx validate -s examples.custom_recipe.contexts \
 		--config examples/custom_recipe/config.yaml
 	env -u PYTHONPATH VERL_CTX_TEST_INSTALL=wheel $(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-		$(CORE_SUITES)
+		tests/core
 
 # Whether pip resolves verl-ctx[verl] (this checkout) with verl[vllm] and verl[sglang] of each supported verl,
 # against PyPI alone (dry runs, nothing installed; slow, needs the network). Prints and saves a table.

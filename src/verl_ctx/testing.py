@@ -166,3 +166,22 @@ def tiny_run_args(model: str | Path, data: str | Path) -> list[str]:
         "trainer.n_gpus_per_node=1",
         "trainer.nnodes=1",
     ]
+
+
+def _main(argv: Sequence[str]) -> int:
+    """``python -m verl_ctx.testing tiny-run DIR``: write a tiny model and dataset into DIR, print their overrides.
+
+    For a shell: ``verl-ctx run --rehearse ... $(python -m verl_ctx.testing tiny-run /tmp/tiny)``.
+    """
+    if len(argv) != 2 or argv[0] != "tiny-run":
+        print("usage: python -m verl_ctx.testing tiny-run DIR")
+        return 2
+    directory = Path(argv[1]).resolve()  # Ray's workers may run elsewhere than this shell
+    print(" ".join(tiny_run_args(tiny_model(directory / "model"), tiny_dataset(directory / "data"))))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

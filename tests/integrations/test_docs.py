@@ -89,6 +89,11 @@ def scratches(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
     for doc in DOCS:
         scratch = tmp_path_factory.mktemp(doc.stem)
         (scratch / "examples").symlink_to(REPO / "examples")
+        if doc.name == "recipes.md":  # run from a verl checkout, as a recipe collection's scripts are
+            import verl
+
+            (scratch / "verl").symlink_to(Path(verl.__file__).parent)
+            (scratch / "recipe").symlink_to(REPO / "examples" / "recipe")
         for block in blocks(doc):
             if block.mark.startswith("file "):
                 path = scratch / block.mark.split()[1]
