@@ -128,7 +128,7 @@ def launch(ray_cluster: None, verl_config: Any, tmp_path: Path, path: str) -> An
             from verl.trainer import main_ppo_v0
 
             # The trainer class verl's legacy TaskRunner.run builds when our LegacyTaskRunner runs it.
-            verl_run = object.__new__(runner_cls)._verl_run()
+            verl_run = object.__new__(runner_cls)._bound_run()
             trainer_cls = verl_run.__globals__["RayPPOTrainer"]
             assert main_ppo_v0.RayPPOTrainer.__name__ == "RayPPOTrainer"  # verl's module is left as it was
             assert issubclass(trainer_cls, main_ppo_v0.RayPPOTrainer)

@@ -219,14 +219,16 @@ class ContextTaskRunnerMixin:
         self.__dict__["_verl_ctx_mapping"] = value if isinstance(value, _BoundMapping) else _BoundMapping(self, value)
 
     def run(self, config: Any) -> Any:
-        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-
         _import_recipe_modules(self)
         self.__dict__[_CONFIG_ATTR] = config
-        run = _trainers_bound(
-            _runner_run(type(self), ContextTaskRunnerMixin), (RayPPOTrainer,), bound_envelopes(type(self))
-        )
-        return run(self, config)
+        return self._bound_run()(self, config)
+
+    def _bound_run(self) -> Any:
+        """The runner's own ``run`` (the recipe's, or verl's), with the trainer classes it names bound."""
+        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+        run = _runner_run(type(self), ContextTaskRunnerMixin)
+        return _trainers_bound(run, (RayPPOTrainer,), bound_envelopes(type(self)))
 
     def init_resource_pool_mgr(self, config: Any) -> Any:
         manager = super().init_resource_pool_mgr(config)  # type: ignore[misc]
@@ -338,9 +340,30 @@ def bound_trainer_cls(
                 self.resource_pool_manager = rehearsal_pool_manager(self.resource_pool_manager)
 
         attrs["_init_resource_pool_mgr"] = _init_resource_pool_mgr
+        if not swappable:  # built by the name ContextTaskRunnerV1Mixin registered: give verl back the user's mode
+
+            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                _restore_trainer_mode(kwargs["config"] if "config" in kwargs else args[0])
+                trainer_cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
+
+            attrs["__init__"] = __init__
     if swappable:
         return carrying(trainer_cls, envelopes, **attrs, **checkpoint_methods(trainer_cls))
     return carrying(trainer_cls, envelopes, mixins=(ContextTrainerMixin, ContextCheckpointMixin), **attrs)
+
+
+def _restore_trainer_mode(config: Any) -> None:
+    """``trainer.v1.trainer_mode`` as the user set it, once the bound trainer registered under it+suffix is found.
+
+    verl's ``PPOTrainer.__init__`` reads the mode into ``self.trainer_mode`` and branches on it (``== "sync"``: the
+    replay buffer, refills, checkpoints; ``trainer.v1.<mode>.parameter_sync_step``): it must see the user's mode.
+    """
+    from omegaconf import open_dict
+
+    mode = str(config.trainer.v1.trainer_mode)
+    if mode.endswith(TRAINER_SUFFIX):
+        with open_dict(config):
+            config.trainer.v1.trainer_mode = mode.removesuffix(TRAINER_SUFFIX)
 
 
 def _legacy_task_runner() -> type:
