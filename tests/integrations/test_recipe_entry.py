@@ -42,6 +42,7 @@ def collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("verl-checkout")
     (root / "verl").symlink_to(Path(verl.__file__).parent)
     (root / "recipe").symlink_to(REPO / "examples" / "recipe")
+    _write_unit_recipes(root / "unit_recipes")
     cd = root / "extra-configs"  # a --config-dir holding a primary config found nowhere else
     cd.mkdir()
     (cd / "only_in_config_dir.yaml").write_text(
@@ -49,6 +50,58 @@ def collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "defaults: [shaped_ppo_trainer, _self_]\ntrainer:\n  total_epochs: 3\n"
     )
     return root
+
+
+_PLAIN_RUNNER = """
+import hydra
+import ray
+from verl.trainer.main_ppo_v0 import BaseTaskRunner
+
+
+class TaskRunner(BaseTaskRunner):
+    def run(self, config):
+        pass
+
+
+@hydra.main(config_path="shaped/config", config_name="shaped_ppo_trainer", version_base=None)
+def main(config):
+    return start(config)  # what the collection's mains hand run_ppo
+
+
+def start(config):
+    return ray.remote(num_cpus=1)(TaskRunner)
+"""
+
+_RUNNER_IN_A_METHOD = """
+import hydra
+import ray
+from verl.trainer.main_ppo_v0 import BaseTaskRunner
+
+
+@ray.remote
+class TaskRunner(BaseTaskRunner):
+    def run(self, config):
+        pass
+
+
+class Launcher:
+    def start(self):
+        return TaskRunner.remote()
+
+
+@hydra.main(config_path="shaped/config", config_name="shaped_ppo_trainer", version_base=None)
+def main(config):
+    return Launcher().start()
+"""
+
+
+def _write_unit_recipes(folder: Path) -> None:
+    """Entry modules in shapes the collection uses, whose mains return what they would start instead of training."""
+    folder.mkdir()
+    (folder / "__init__.py").touch()
+    (folder / "shaped").symlink_to(REPO / "examples" / "recipe" / "shaped_ppo")
+    (folder / "main_plain_runner.py").write_text(_PLAIN_RUNNER)
+    (folder / "main_runner_in_a_method.py").write_text(_RUNNER_IN_A_METHOD)
 
 
 @pytest.fixture
@@ -169,6 +222,51 @@ def test_config_and_m_are_refused_together(in_collection: Path) -> None:
     """--config layers over verl's own config; with a recipe's entry point it is a usage error, not ignored."""
     with pytest.raises(ConfigError, match=r"with -m recipe\.shaped_ppo\.main_shaped_ppo the recipe's own config"):
         compose_config([], entry=LEGACY, config_file=REPO / "examples" / "custom_recipe" / "config.yaml")
+
+
+def test_a_plain_runner_the_entry_point_makes_remote_itself_is_bound(in_collection: Path) -> None:
+    """`run_ppo(config, ray.remote(num_cpus=1)(TaskRunner))`, the collection's idiom: the plain class the main
+    wraps is the bound one, so the runner it starts binds the workers."""
+    from verl_ctx.integrations.verl import ContextTaskRunnerMixin, make_task_runner
+    from verl_ctx.integrations.verl._entry import entry_point
+    from verl_ctx.integrations.verl._recipe_main import run_recipe_main
+
+    point = entry_point("unit_recipes.main_plain_runner")
+    config = compose_config([], entry=point.module)
+    started = run_recipe_main(point, config, lambda base: make_task_runner({}, use_v1=True, base=base))
+    assert issubclass(started.__ray_actor_class__, ContextTaskRunnerMixin)
+    assert started._default_options == {"num_cpus": 1}
+
+
+def test_a_runner_started_from_a_class_method_is_refused(in_collection: Path) -> None:
+    """A class's method that starts the runner is not rebound: refused, rather than starting an unbound runner."""
+    from verl_ctx.integrations.verl import make_task_runner
+    from verl_ctx.integrations.verl._entry import entry_point
+    from verl_ctx.integrations.verl._recipe_main import run_recipe_main
+
+    point = entry_point("unit_recipes.main_runner_in_a_method")
+    config = compose_config([], entry=point.module)
+    with pytest.raises(ConfigError, match=r"Launcher\.start refers to the TaskRunner"):
+        run_recipe_main(point, config, lambda base: make_task_runner({}, use_v1=True, base=base))
+
+
+def test_a_bound_v1_trainer_sees_the_users_trainer_mode(in_collection: Path) -> None:
+    """The bound trainer is registered as MODE+verl_ctx; verl's PPOTrainer.__init__ reads trainer_mode and branches on
+    `== "sync"`, so the config it gets says the user's mode again."""
+    from omegaconf import open_dict
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    from verl_ctx.integrations.verl import bound_trainer_cls
+
+    class Recording(PPOTrainerSync):
+        def __init__(self, config: Any) -> None:  # verl's own loads a tokenizer and datasets
+            self.seen = str(config.trainer.v1.trainer_mode)
+
+    config = _config(in_collection)
+    with open_dict(config):
+        config.trainer.v1.trainer_mode = "sync+verl_ctx"  # what ContextTaskRunnerV1Mixin.run points it at
+    trainer: Any = bound_trainer_cls(Recording, {})(config=config)
+    assert trainer.seen == "sync"
 
 
 # --- the silent paths, each now a named error -----------------------------------------------------------------------

@@ -174,8 +174,8 @@ def bind_role_worker_mapping(
     inner = {r: c for r, c in workers.items() if r in INNER_WORKER_ATTRS and issubclass(c, TrainingWorker)}
     for verl_role, remote_cls in list(role_worker_mapping.items()):
         worker_cls = getattr(remote_cls, "__ray_actor_class__", remote_cls)
-        if ENVELOPES_ATTR in vars(worker_cls):
-            continue  # bound already (a TaskRunner binds after each registration step)
+        if any(ENVELOPES_ATTR in vars(k) for k in worker_cls.__mro__):
+            continue  # bound already (or a rehearsal's probe of a bound class): registered again, or re-read
         slot = slot_name(verl_role)
         chosen = _chosen(workers, slot)
         if chosen is not None and chosen is not inner.get(slot):

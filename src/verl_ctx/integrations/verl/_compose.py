@@ -127,8 +127,8 @@ def compose_config(
     point = entry_point(entry)
     given = parse_verl_args(args)
     verl = VerlArgs(
-        given.config_path if given.config_path is not None else point.config_path,
-        given.config_name if given.config_name is not None else point.config_name,
+        point.require("config_path", given.config_path),
+        point.require("config_name", given.config_name),
         given.config_dir,
         [*given.overrides, *overrides],
     )

@@ -36,6 +36,19 @@ class EntryPoint:
     config_name: str | None
     #: The name of the ``@hydra.main`` function (the task function Hydra calls with the config).
     function: str = "main"
+    #: The decorator's arguments that are computed, not literal: the command line must give them.
+    computed: tuple[str, ...] = ()
+
+    def require(self, key: str, given: str | None) -> str | None:
+        """The value Hydra uses for ``key``: the command line's, else the decorator's (refused if computed)."""
+        if given is not None:
+            return given
+        if key in self.computed:
+            raise ConfigError(
+                f"-m {self.module}: @hydra.main's {key} in {self.file} is computed, not a literal string, so verl-ctx "
+                f"cannot read it; pass --{key.replace('_', '-')} as the launch script would resolve it"
+            )
+        return getattr(self, key)  # type: ignore[no-any-return]
 
     @property
     def task_name(self) -> str:
@@ -52,8 +65,8 @@ def entry_point(module: str | None = None) -> EntryPoint:
     """The entry point ``python -m MODULE`` runs (verl's ``main_ppo`` when ``module`` is None), read, not imported."""
     name = module or VERL_ENTRY
     origin = _module_file(name)
-    function, config_path, config_name = _hydra_main_arguments(origin, name)
-    return EntryPoint(name, origin, config_path, config_name, function)
+    function, config_path, config_name, computed = _hydra_main_arguments(origin, name)
+    return EntryPoint(name, origin, config_path, config_name, function, computed)
 
 
 def _module_file(name: str) -> str:
@@ -94,38 +107,41 @@ def _module_file(name: str) -> str:
     return str(found)
 
 
-def _hydra_main_arguments(path: str, module: str) -> tuple[str, str | None, str | None]:
-    """The module's ``@hydra.main`` function (the one named ``main`` first), its ``config_path`` and ``config_name``."""
+def _hydra_main_arguments(path: str, module: str) -> tuple[str, str | None, str | None, tuple[str, ...]]:
+    """The module's ``@hydra.main`` function (the one named ``main`` first), its ``config_path`` and
+    ``config_name``, and which of the two are computed rather than literal."""
     try:
         tree = ast.parse(Path(path).read_bytes(), filename=path)
     except (OSError, SyntaxError, ValueError) as e:
         raise ConfigError(f"-m {module}: cannot read {path} ({type(e).__name__}: {e})") from None
     module_names, main_names = _hydra_names(tree)
     found: list[tuple[str, ast.Call]] = []
-    for node in ast.walk(tree):
+    for node in tree.body:  # module-level functions: what `python -m` can run
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for decorator in node.decorator_list:
                 if isinstance(decorator, ast.Call) and _is_hydra_main(decorator.func, module_names, main_names):
                     found.append((node.name, decorator))
     if not found:
         raise ConfigError(
-            f"-m {module}: {path} has no function decorated with @hydra.main, so it is not an entry point whose "
-            "config verl-ctx can compose. Name the module your launch script runs with `python -m`"
+            f"-m {module}: {path} has no module-level function decorated with @hydra.main, so it is not an entry "
+            "point whose config verl-ctx can compose. Name the module your launch script runs with `python -m`"
         )
     function, call = next(((n, c) for n, c in found if n == "main"), found[0])
     given: dict[str, ast.expr] = dict(zip(_HYDRA_MAIN_ARGS, call.args, strict=False))
     given.update({k.arg: k.value for k in call.keywords if k.arg is not None})
-    values: list[str | None] = []
-    for key in ("config_path", "config_name"):
+    values: dict[str, str | None] = {}
+    computed = []
+    for key in ("config_path", "config_name", "version_base"):
         expr = given.get(key)
         value: object = None if expr is None else expr.value if isinstance(expr, ast.Constant) else expr
         if value is not None and not isinstance(value, str):
-            raise ConfigError(
-                f"-m {module}: @hydra.main's {key} in {path} is computed, not a literal string; pass "
-                f"--{key.replace('_', '-')} explicitly"
-            )
-        values.append(value)
-    return function, values[0], values[1]
+            computed.append(key)
+            value = None
+        values[key] = value
+    if "config_path" not in given and ("version_base" not in given or values["version_base"] == "1.1"):
+        # Hydra's default for an unset config_path under the 1.1 behaviour an unset version_base selects: "."
+        values["config_path"] = "."
+    return function, values["config_path"], values["config_name"], tuple(k for k in computed if k != "version_base")
 
 
 def _hydra_names(tree: ast.Module) -> tuple[set[str], set[str]]:
@@ -133,8 +149,10 @@ def _hydra_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     modules: set[str] = set()
     mains: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules.update(alias.asname or alias.name for alias in node.names if alias.name == "hydra")
+        if isinstance(node, ast.Import):  # `import hydra`, `import hydra as h`, `import hydra.utils` (binds hydra)
+            for alias in node.names:
+                if alias.name == "hydra" or (alias.asname is None and alias.name.startswith("hydra.")):
+                    modules.add(alias.asname or "hydra")
         elif isinstance(node, ast.ImportFrom) and node.module == "hydra":
             mains.update(alias.asname or alias.name for alias in node.names if alias.name == "main")
     return modules, mains

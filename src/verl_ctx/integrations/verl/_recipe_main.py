@@ -28,14 +28,27 @@ __all__ = ["recipe_runners", "run_recipe_main"]
 
 
 def recipe_runners(module: types.ModuleType) -> dict[str, Any]:
-    """The ``ray.remote`` TaskRunner classes a module names as globals (a ``run`` method), by global name."""
-    from ray.actor import ActorClass
+    """The TaskRunner classes a module names as globals, by global name.
 
-    found = {}
-    for name, value in vars(module).items():
+    A ``ray.remote`` class with a ``run`` method, or a plain subclass of verl's ``BaseTaskRunner`` or
+    ``TaskRunnerV1`` defined outside verl (the collection's ``run_ppo(config, ray.remote(num_cpus=1)(TaskRunner))``
+    idiom, where the entry point makes it remote itself).
+    """
+    from ray.actor import ActorClass
+    from verl.trainer.main_ppo import TaskRunnerV1
+    from verl.trainer.main_ppo_v0 import BaseTaskRunner
+
+    def is_runner(value: object) -> bool:
         plain = getattr(value, "__ray_actor_class__", None)
-        if isinstance(value, ActorClass) and isinstance(plain, type) and callable(getattr(plain, "run", None)):
-            found[name] = value
+        if isinstance(value, ActorClass):
+            return isinstance(plain, type) and callable(getattr(plain, "run", None))
+        return (
+            isinstance(value, type)
+            and issubclass(value, (BaseTaskRunner, TaskRunnerV1.__ray_actor_class__))
+            and not value.__module__.startswith("verl.")
+        )
+
+    found = {name: value for name, value in vars(module).items() if is_runner(value)}
     return found
 
 
@@ -67,15 +80,43 @@ def run_recipe_main(entry: EntryPoint, config: Any, bound_runner: Callable[[Any]
         if isinstance(value, types.FunctionType) and value.__globals__ is namespace
     }
     task = inspect.unwrap(getattr(module, entry.function))
+    for cls in _module_classes(module, exclude=runners.values()):
+        for method in _functions_of(cls):
+            if _code_names(method.__code__) & set(runners):
+                raise ConfigError(
+                    f"-m {entry.module}: {cls.__qualname__}.{method.__name__} refers to the TaskRunner; verl-ctx binds "
+                    "the runners the module's own functions start, not those a class's methods start. Start the "
+                    "runner from a module-level function"
+                )
     if not any(_code_names(f.__code__) & set(runners) for f in (task, *functions.values())):
         raise ConfigError(
             f"-m {entry.module}: no function of the module refers to its TaskRunner ({', '.join(sorted(runners))}), "
             "so the runner it starts is not one verl-ctx can bind. Start the runner from the entry module"
         )
     rebound: dict[str, Any] = dict(namespace)
-    rebound.update({name: bound_runner(runner) for name, runner in runners.items()})
+    for name, runner in runners.items():
+        made = bound_runner(runner)  # ray.remote; a plain runner stays plain, for the entry point to make remote
+        rebound[name] = made if hasattr(runner, "__ray_actor_class__") else made.__ray_actor_class__
     rebound.update({name: _with_globals(f, rebound) for name, f in functions.items()})
     return _with_globals(task, rebound)(config)
+
+
+def _module_classes(module: types.ModuleType, *, exclude: Any) -> list[type]:
+    excluded = {id(getattr(c, "__ray_actor_class__", c)) for c in exclude}
+    return [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and v.__module__ == module.__name__ and id(v) not in excluded
+    ]
+
+
+def _functions_of(cls: type) -> list[types.FunctionType]:
+    out = []
+    for value in vars(cls).values():
+        function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+        if isinstance(function, types.FunctionType):
+            out.append(function)
+    return out
 
 
 def _with_globals(function: types.FunctionType, namespace: dict[str, Any]) -> types.FunctionType:

@@ -113,10 +113,14 @@ class _BoundMapping(dict[Any, Any]):
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
+    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]  # dict's own |= would bypass __setitem__
+        self.update(other)
+        return self
+
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if key not in self:
             self[key] = default
-        return self[key]
+        return super().__getitem__(key)  # a registration step, not the trainer's read
 
     def __getitem__(self, key: Any) -> Any:
         self._seal()
@@ -125,6 +129,9 @@ class _BoundMapping(dict[Any, Any]):
     def get(self, key: Any, default: Any = None) -> Any:
         self._seal()
         return super().get(key, default)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(super().items()),))  # a copy sent elsewhere is a plain, already bound mapping
 
     def __iter__(self) -> Any:
         self._seal()
