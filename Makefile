@@ -28,8 +28,8 @@ PY312 ?= $(call newest_python,3.12)
 # (for Python 3.10 and 3.12 PyPI's torch is a multi-GB CUDA build; the CPU build on disk is for 3.11).
 CORE_SUITES := tests/core tests/cli
 
-.PHONY: demo test lint typecheck pytest bench schemas compat compat-verl-oldest compat-py310 compat-py312 \
-	dist wheel-test resolve clean
+.PHONY: demo test lint typecheck pytest campaigns bench schemas compat compat-verl-oldest compat-py310 \
+	compat-py312 dist wheel-test resolve clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -52,6 +52,10 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# The fuzz and oracle campaigns with their full budget (`make test` runs them with a quick one; tests/budget.py).
+campaigns: $(STAMP)
+	VERL_CTX_CAMPAIGN=full RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -m campaign
+
 bench: $(STAMP)
 	RAY_AUTH_MODE=disabled $(BIN)/python -m benchmarks
 
@@ -62,7 +66,9 @@ schemas: $(STAMP)
 # --- compatibility matrix ------------------------------------------------------------------------------
 compat: compat-verl-oldest compat-py310 compat-py312
 
-# The whole suite again, on the oldest supported verl (Python of .venv).
+# The suites that read verl (CLI, integrations, examples) again, on the oldest supported verl (Python of .venv);
+# tests/core imports no verl module, so its answer cannot differ between verl releases.
+VERL_SUITES := tests/cli tests/integrations examples
 $(VENV_VERL_OLDEST)/.installed: pyproject.toml $(CONSTRAINTS)
 	test -x $(VENV_VERL_OLDEST)/bin/python || $(PY) -m venv $(VENV_VERL_OLDEST)
 	$(VENV_VERL_OLDEST)/bin/python $(PIP_INSTALL) --upgrade pip
@@ -71,7 +77,7 @@ $(VENV_VERL_OLDEST)/.installed: pyproject.toml $(CONSTRAINTS)
 
 compat-verl-oldest: $(VENV_VERL_OLDEST)/.installed
 	$(VENV_VERL_OLDEST)/bin/python -c 'import importlib.metadata as m; print("verl", m.version("verl"))'
-	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q
+	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q $(VERL_SUITES)
 
 # The core and CLI suites on Python 3.10 and 3.12 (.venv has the project's default Python). $(1): 310 or 312.
 define py_venv

@@ -23,6 +23,8 @@ from verl_ctx._codec import decode_payload, encode_payload
 from verl_ctx.errors import SchemaMismatchError, SchemaSkewWarning
 from verl_ctx.schema import RULES, Change, Rule, diff_schemas
 
+from ..budget import budget
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "schema-evolution.md"
 
 Extra = Literal["allow", "ignore", "forbid"]  # what pydantic's ConfigDict(extra=...) accepts
@@ -948,12 +950,13 @@ def _oracle(data: st.DataObject) -> None:
 _PROFILE = settings.default
 assert _PROFILE is not None  # the stubs allow None; hypothesis always has a loaded profile once imported
 ORACLE_SETTINGS = settings(
-    max_examples=max(300, _PROFILE.max_examples),
+    max_examples=max(budget(120, 300), _PROFILE.max_examples),
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
 
 
+@pytest.mark.campaign
 @seed(20260514)
 @ORACLE_SETTINGS
 @given(st.data())
@@ -962,6 +965,7 @@ def test_oracle_fixed_seed(data: st.DataObject) -> None:
     _oracle(data)
 
 
+@pytest.mark.campaign
 @ORACLE_SETTINGS
 @given(st.data())
 def test_oracle_random_seed(data: st.DataObject) -> None:
