@@ -80,6 +80,13 @@ def legacy_probe_base() -> type:
     return type("LegacyProbeRunner", (LegacyProbeRunner, BaseTaskRunner), {"__module__": __name__})
 
 
+def v1_probe_base(probe: type) -> type:
+    """``probe`` on verl's ``TaskRunnerV1`` (its ``run`` first): a v1 runner, bound as one."""
+    from verl.trainer.main_ppo import TaskRunnerV1
+
+    return type(probe.__name__, (probe, TaskRunnerV1.__ray_actor_class__), {"__module__": probe.__module__})
+
+
 class V1ProbeRunner:
     """What TaskRunnerV1.run does up to the trainer, then the v1 trainer's own role_worker_mapping step."""
 

@@ -25,7 +25,7 @@ from verl_ctx.integrations.verl import bind_role_worker_mapping, make_task_runne
 
 from .conftest import REPO
 from .contexts import REGISTRY, SCHEMAS
-from .probes import describe_mapping
+from .probes import describe_mapping, v1_probe_base
 
 pytestmark = pytest.mark.ray
 
@@ -208,7 +208,7 @@ def test_separate_async_actor_and_ref_workers_carry_only_their_role(
     import ray
 
     envelopes = {r: e for r, e in contexts.envelopes().items() if r in SECTION}
-    runner = make_task_runner(envelopes, use_v1=True, base=SeparateAsyncProbeRunner).remote()
+    runner = make_task_runner(envelopes, use_v1=True, base=v1_probe_base(SeparateAsyncProbeRunner)).remote()
     result = ray.get(runner.run.remote(separate_config))
     ray.kill(runner)
     assert result["trainer_mode"] == "separate_async+verl_ctx"

@@ -30,6 +30,7 @@ from verl_ctx.integrations.verl import bind_config, compose_config, make_task_ru
 from verl_ctx.integrations.verl.external import TRAINER_MODULE, ExternalRolloutContext, weights_path
 from verl_ctx.integrations.verl.external.trainer import ExternalPoolTrainer
 
+from .probes import v1_probe_base
 from .servers import ClientHost, start_servers
 
 pytestmark = pytest.mark.ray
@@ -242,11 +243,11 @@ def test_a_server_failing_to_load_is_reported_and_routed_around(started: tuple[A
 @needs_switch
 def test_the_trainer_is_registered_inside_verls_task_runner(ray_cluster: None, tmp_path: Path) -> None:
     """--import registers external_pool in the TaskRunner process; verl looks it up there and maps no rollout."""
-    runner = make_task_runner({}, use_v1=True, base=ExternalProbeRunner, imports=[TRAINER_MODULE])
+    runner = make_task_runner({}, use_v1=True, base=v1_probe_base(ExternalProbeRunner), imports=[TRAINER_MODULE])
     actor = runner.remote()
     found = ray.get(actor.run.remote(_config(tmp_path)))
     ray.kill(actor)
-    assert found["mode"] == "external_pool+verl_ctx"
+    assert found["mode"] == "external_pool"  # registered as external_pool+verl_ctx; verl's __init__ sees the user's
     assert "ExternalPoolTrainer" in found["classes"]
     assert found["roles"] == ["actor", "ref"]
     assert found["replay buffer"] == "ReplayBuffer"  # verl's synchronous schedule

@@ -105,10 +105,21 @@ def _write_unit_recipes(folder: Path) -> None:
 
 
 @pytest.fixture
-def in_collection(collection: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run from the checkout, as the recipe's script does; its modules importable from there, as with `python -m`."""
+def in_collection(collection: Path, monkeypatch: pytest.MonkeyPatch, empty_default_registry: None) -> Path:
+    """Run from the checkout, as the recipe's script does; its modules importable from there, as with `python -m`.
+
+    The recipe's schemas are (re-)declared into an emptied default registry: collecting examples/ declares the
+    custom recipe's for the same roles in this process.
+    """
+    import importlib
+    import sys
+
     monkeypatch.chdir(collection)
     monkeypatch.syspath_prepend(str(collection))
+    if SCHEMAS in sys.modules:
+        importlib.reload(sys.modules[SCHEMAS])
+    else:
+        importlib.import_module(SCHEMAS)
     return collection
 
 
@@ -273,9 +284,6 @@ def test_a_bound_v1_trainer_sees_the_users_trainer_mode(in_collection: Path) -> 
 
 
 def _config(in_collection: Path, *overrides: str) -> Any:
-    import importlib
-
-    importlib.import_module(SCHEMAS)
     return compose_config(list(overrides), entry=LEGACY)
 
 

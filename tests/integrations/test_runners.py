@@ -10,7 +10,7 @@ from verl_ctx import ContextSet, decode, validate
 from verl_ctx.integrations.verl import bound_trainer_cls, make_task_runner
 
 from .contexts import REGISTRY, SCHEMAS, DemoCriticContext
-from .probes import V1ProbeRunner, legacy_probe_base
+from .probes import V1ProbeRunner, legacy_probe_base, v1_probe_base
 
 pytestmark = pytest.mark.ray
 
@@ -53,7 +53,7 @@ def test_v1_task_runner_registers_a_bound_trainer(ray_cluster: None, verl_config
     """The v1 path runs the configured trainer's own _init_resource_pool_mgr, then binds its mapping."""
     import ray
 
-    runner_cls = make_task_runner(_worker_envelopes(contexts), use_v1=True, base=V1ProbeRunner)
+    runner_cls = make_task_runner(_worker_envelopes(contexts), use_v1=True, base=v1_probe_base(V1ProbeRunner))
     runner = runner_cls.remote()
     result = ray.get(runner.run.remote(verl_config))
     ray.kill(runner)
@@ -107,7 +107,7 @@ def test_prepare_binds_config_and_task_runner(ray_cluster: None, verl_config: An
 
     config = verl_config.copy()
     full = validate({"extra_context": {**SECTION, "rollout": {"max_tool_calls": 1}}}, registry=REGISTRY)
-    prepared = prepare(config, full, offload_threshold=offload_bytes, task_runner_base=V1ProbeRunner)
+    prepared = prepare(config, full, offload_threshold=offload_bytes, task_runner_base=v1_probe_base(V1ProbeRunner))
     assert set(config.actor_rollout_ref.rollout.custom.verl_ctx) == {"rollout"}
     assert set(config.verl_ctx) == {"reward"}
     by_reference = {role for role, channel in prepared.channels.items() if "by reference" in channel}
