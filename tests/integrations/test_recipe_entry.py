@@ -353,6 +353,33 @@ def test_a_hybrid_worker_given_for_actor_rollout_ref_serves_actor_rollout(in_col
     assert issubclass(bound, ShapedHybridWorker)
 
 
+def test_a_trainer_class_imported_inside_run_is_bound_when_it_first_reads_the_mapping(in_collection: Path) -> None:
+    """DAPO's shape: the runner imports its trainer inside run, so no global names it. The trainer reading the
+    mapping (its init_workers) is bound then, before any worker starts: its checkpoints carry the contexts."""
+    import ray
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.trainer.ppo.utils import Role
+    from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
+
+    from verl_ctx.integrations.verl._binding import bound_envelopes
+
+    class ImportedInsideRun(RayPPOTrainer):
+        def first_read(self) -> Any:  # what init_workers does first
+            return self.role_worker_mapping[Role.ActorRollout]
+
+    config = _config(in_collection)
+    runner = _legacy_runner(validate(config))
+    runner.__dict__["_verl_ctx_config"] = config
+    runner.role_worker_mapping[Role.ActorRollout] = ray.remote(ActorRolloutRefWorker)
+    runner.role_worker_mapping[Role.Critic] = ray.remote(TrainingWorker)
+    trainer: Any = object.__new__(ImportedInsideRun)  # its __init__ loads a tokenizer and datasets
+    trainer.role_worker_mapping = runner.role_worker_mapping
+    trainer.first_read()
+    assert isinstance(trainer, ImportedInsideRun)
+    assert "_save_checkpoint" in vars(type(trainer))
+    assert set(bound_envelopes(type(trainer))) == {"actor", "critic"}
+
+
 def test_a_worker_for_a_slot_the_runner_never_registers_stops_the_launch(in_collection: Path) -> None:
     """--worker ref=... while no reference policy runs (the hybrid worker is actor_rollout): never silently unused."""
     import ray

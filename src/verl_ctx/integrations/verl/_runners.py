@@ -15,7 +15,8 @@ legacy runner often runs with verl's default ``trainer.use_v1: true``):
   ``init_workers``, before any worker starts) every context is checked to have a slot (``check_delivery``).
   The trainer classes the runner's ``run`` names are bound too (``RayPPOTrainer`` subclasses among its globals,
   in a copy of them: the recipe's and verl's modules are left untouched), so checkpoints carry the contexts and
-  verl's own ``_critic_extra_context`` is filled.
+  verl's own ``_critic_extra_context`` is filled; a trainer of a class ``run`` imports itself is bound when it
+  first reads the mapping (``_bind_reading_trainer``).
 * v1 (``TaskRunnerV1``): the trainer builds ``role_worker_mapping`` in ``PPOTrainer._init_resource_pool_mgr``;
   we register (``@register_trainer``) a subclass of the trainer that ``trainer.v1.trainer_mode`` names, which
   binds and checks it, and point ``trainer_mode`` at it. A runner that builds another trainer is refused when
@@ -165,6 +166,7 @@ class _BoundMapping(dict[Any, Any]):
         config = runner.__dict__.get(_CONFIG_ATTR)
         check_delivery(dict(super().items()), bound_envelopes(type(runner)), _worker_specs(runner), config)
         self._sealed = True
+        _bind_reading_trainer(self, bound_envelopes(type(runner)))
         self._with_busy(self._rehearse)
 
     def _rehearse(self) -> None:
@@ -180,6 +182,30 @@ class _BoundMapping(dict[Any, Any]):
 
 
 _CONFIG_ATTR = "_verl_ctx_config"
+
+
+def _bind_reading_trainer(mapping: _BoundMapping, envelopes: Mapping[str, Any]) -> None:
+    """Bind the legacy trainer reading ``mapping`` for the first time (its ``init_workers``), if it is not bound.
+
+    ``ContextTaskRunnerMixin.run`` binds the trainer classes its runner's module names; a recipe that imports its
+    trainer inside ``run`` (as DAPO does) builds one nothing bound, whose checkpoints would silently carry no
+    contexts. The trainer that reads the mapping is the caller of this first read, a few frames up: it gets a
+    bound class of its own (methods only, so its ``__class__`` can change), before it starts any worker.
+    """
+    import sys
+
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    frame: Any = sys._getframe(2)
+    for _ in range(4):  # _seal <- __getitem__/items/... <- the trainer's method
+        if frame is None:
+            return
+        reader = frame.f_locals.get("self")
+        if isinstance(reader, RayPPOTrainer) and reader.__dict__.get("role_worker_mapping") is mapping:
+            if not any(ENVELOPES_ATTR in vars(k) for k in type(reader).__mro__):
+                reader.__class__ = bound_trainer_cls(type(reader), envelopes, swappable=True)
+            return
+        frame = frame.f_back
 
 
 def _worker_specs(obj: object) -> dict[str, str]:
