@@ -469,6 +469,22 @@ def _run(collection: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_testing_cli_prints_a_tiny_runs_overrides(tmp_path: Path) -> None:
+    """`python -m verl_ctx.testing tiny-run DIR` (docs/recipes.md's rehearsals): a model, a dataset, their overrides."""
+    out = subprocess.run(
+        [sys.executable, "-m", "verl_ctx.testing", "tiny-run", str(tmp_path / "tiny")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    overrides = dict(word.split("=", 1) for word in out.stdout.split())
+    assert Path(overrides["actor_rollout_ref.model.path"], "config.json").is_file()
+    assert Path(overrides["data.train_files"]).is_file()
+    assert overrides["trainer.n_gpus_per_node"] == "1"
+
+
 def _records(out: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
     report = json.loads(out.stdout.strip().splitlines()[-1])
     return {r["role"]: r for r in report["records"]}
