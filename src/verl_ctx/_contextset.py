@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, SecretBytes, SecretStr
+from pydantic import BaseModel
+from pydantic.types import _SecretBase  # SecretStr's, SecretBytes' and Secret[T]'s one base
 
 from ._envelope import encode
 from ._field_errors import plain
@@ -76,16 +79,26 @@ class ContextSet(Mapping[str, RoleContext]):
 
 
 def holds_secret(value: Any, depth: int = 0) -> bool:
-    """Whether a secret value is anywhere in ``value`` (an instance, not a type: ``None`` secrets do not count)."""
-    if isinstance(value, (SecretStr, SecretBytes)):
+    """Whether a secret value is anywhere in ``value`` (an instance, not a type: ``None`` secrets do not count).
+
+    Models, dataclasses (stdlib and pydantic), mappings and collections are walked; past ``MAX_SECRET_DEPTH`` the
+    answer is yes, so a value too deep to look through is handled as secret, never shown or sent inline.
+    """
+    if isinstance(value, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[...]
         return True
-    if depth > 64:
-        return False
+    if depth > MAX_SECRET_DEPTH:
+        return True
     if isinstance(value, BaseModel):
         extra = value.__pydantic_extra__ or {}
         return any(holds_secret(v, depth + 1) for v in (*value.__dict__.values(), *extra.values()))
-    if isinstance(value, dict):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(holds_secret(getattr(value, f.name, None), depth + 1) for f in dataclasses.fields(value))
+    if isinstance(value, Mapping):
         return any(holds_secret(v, depth + 1) or holds_secret(k, depth + 1) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (list, tuple, set, frozenset, collections.deque)):
         return any(holds_secret(v, depth + 1) for v in value)
     return False
+
+
+#: How deep ``holds_secret`` looks; anything deeper counts as holding a secret.
+MAX_SECRET_DEPTH = 64

@@ -9,6 +9,7 @@ unknown field, ``Any``) only its type and length are said. At most ``MAX_ERRORS`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import decimal
 import enum
@@ -21,6 +22,7 @@ from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel, SecretBytes, SecretStr, ValidationError
+from pydantic.types import _SecretBase
 
 from .errors import FieldError
 
@@ -288,6 +290,10 @@ def plain(value: Any, depth: int = 0) -> Any:
         # secret (a "Bearer ..." header) where nothing says to mask it.
         fields = type(value).model_fields
         return {k: plain(v, depth + 1) for k, v in value.__dict__.items() if k in fields}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # its fields, each masked as needed
+        return {f.name: plain(getattr(value, f.name, None), depth + 1) for f in dataclasses.fields(value)}
+    if isinstance(value, _SecretBase):  # pydantic.Secret[...]
+        return "**********"
     if isinstance(value, enum.Enum):
         return plain(value.value, depth + 1)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):

@@ -186,3 +186,57 @@ def test_edited_payload_error_withholds_secret_inputs() -> None:
     with pytest.raises(ContextError) as info:
         decode(env, C)
     _assert_clean(_everything_about(info.value))
+
+
+def _secret_in_a_dataclass_schemas(reg: ContextRegistry) -> dict[str, type[RoleContext]]:
+    import dataclasses
+
+    import pydantic
+
+    @dataclasses.dataclass
+    class StdlibKey:
+        key: SecretStr
+
+    @pydantic.dataclasses.dataclass
+    class PydanticKey:
+        key: SecretStr
+
+    class Deep(BaseModel):
+        inner: dict[str, list[StdlibKey]]
+
+    class InStdlib(RoleContext, role="critic", registry=reg):
+        judge: StdlibKey
+
+    class InPydantic(RoleContext, role="reward", registry=reg):
+        judge: PydanticKey
+
+    class Nested(RoleContext, role="actor", registry=reg):
+        deep: Deep
+
+    return {"critic": InStdlib, "reward": InPydantic, "actor": Nested}
+
+
+def test_a_secret_inside_a_dataclass_is_a_secret_everywhere(reg: ContextRegistry) -> None:
+    """A SecretStr in a stdlib or pydantic dataclass (at any depth): the context travels by reference only, and
+    its redacted values (what verl prints and tracks, checkpoints' contexts.json) hold no trace of it."""
+    _secret_in_a_dataclass_schemas(reg)
+    section = {
+        "critic": {"judge": {"key": SECRET}},
+        "reward": {"judge": {"key": SECRET}},
+        "actor": {"deep": {"inner": {"a": [{"key": SECRET}]}}},
+    }
+    contexts = validate({"extra_context": section}, registry=reg)
+    assert contexts.secret_roles() == {"critic", "reward", "actor"}
+    _assert_clean(repr(contexts.redacted()))
+    assert contexts.redacted()["critic"] == {"judge": {"key": "**********"}}
+
+
+def test_a_value_too_deep_to_look_through_counts_as_secret() -> None:
+    """Past the depth holds_secret looks, the answer is 'may hold one': handled as secret, never inline."""
+    from verl_ctx._contextset import MAX_SECRET_DEPTH, holds_secret
+
+    value: Any = "plain"
+    for _ in range(MAX_SECRET_DEPTH + 2):
+        value = [value]
+    assert holds_secret(value)
+    assert not holds_secret([["plain"]])
