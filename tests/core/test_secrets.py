@@ -240,3 +240,23 @@ def test_a_value_too_deep_to_look_through_counts_as_secret() -> None:
         value = [value]
     assert holds_secret(value)
     assert not holds_secret([["plain"]])
+
+
+def test_a_checkpoint_of_a_dataclass_secret_holds_it_in_no_file(reg: ContextRegistry, tmp_path: Any) -> None:
+    """The files a checkpoint saves (contexts.json, envelopes.json, history) hold no form of a dataclass's secret."""
+    pytest.importorskip("omegaconf")
+    from verl_ctx.integrations.verl._checkpoint import Snapshot
+
+    _secret_in_a_dataclass_schemas(reg)
+    section = {
+        "critic": {"judge": {"key": SECRET}},
+        "reward": {"judge": {"key": SECRET}},
+        "actor": {"deep": {"inner": {"a": [{"key": SECRET}]}}},
+    }
+    contexts = validate({"extra_context": section}, registry=reg)
+    Snapshot.of(contexts, salt=b"0" * 16).write(tmp_path / "global_step_1", global_step=1)
+    written = [p for p in (tmp_path / "global_step_1").rglob("*") if p.is_file()]
+    assert written
+    for path in written:
+        _assert_clean(path.read_text(errors="replace"))
+        assert SECRET.encode().hex() not in path.read_text(errors="replace")
