@@ -188,6 +188,14 @@ def test_edited_payload_error_withholds_secret_inputs() -> None:
     _assert_clean(_everything_about(info.value))
 
 
+#: Values for ``_secret_in_a_dataclass_schemas``: the secret in a stdlib dataclass, a pydantic one, and nested.
+DATACLASS_SECRETS = {
+    "critic": {"judge": {"key": SECRET}},
+    "reward": {"judge": {"key": SECRET}},
+    "actor": {"deep": {"inner": {"a": [{"key": SECRET}]}}},
+}
+
+
 def _secret_in_a_dataclass_schemas(reg: ContextRegistry) -> dict[str, type[RoleContext]]:
     import dataclasses
 
@@ -220,12 +228,7 @@ def test_a_secret_inside_a_dataclass_is_a_secret_everywhere(reg: ContextRegistry
     """A SecretStr in a stdlib or pydantic dataclass (at any depth): the context travels by reference only, and
     its redacted values (what verl prints and tracks, checkpoints' contexts.json) hold no trace of it."""
     _secret_in_a_dataclass_schemas(reg)
-    section = {
-        "critic": {"judge": {"key": SECRET}},
-        "reward": {"judge": {"key": SECRET}},
-        "actor": {"deep": {"inner": {"a": [{"key": SECRET}]}}},
-    }
-    contexts = validate({"extra_context": section}, registry=reg)
+    contexts = validate({"extra_context": DATACLASS_SECRETS}, registry=reg)
     assert contexts.secret_roles() == {"critic", "reward", "actor"}
     _assert_clean(repr(contexts.redacted()))
     assert contexts.redacted()["critic"] == {"judge": {"key": "**********"}}
@@ -248,12 +251,7 @@ def test_a_checkpoint_of_a_dataclass_secret_holds_it_in_no_file(reg: ContextRegi
     from verl_ctx.integrations.verl._checkpoint import Snapshot
 
     _secret_in_a_dataclass_schemas(reg)
-    section = {
-        "critic": {"judge": {"key": SECRET}},
-        "reward": {"judge": {"key": SECRET}},
-        "actor": {"deep": {"inner": {"a": [{"key": SECRET}]}}},
-    }
-    contexts = validate({"extra_context": section}, registry=reg)
+    contexts = validate({"extra_context": DATACLASS_SECRETS}, registry=reg)
     Snapshot.of(contexts, salt=b"0" * 16).write(tmp_path / "global_step_1", global_step=1)
     written = [p for p in (tmp_path / "global_step_1").rglob("*") if p.is_file()]
     assert written

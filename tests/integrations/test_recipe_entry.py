@@ -123,6 +123,21 @@ def in_collection(collection: Path, monkeypatch: pytest.MonkeyPatch, empty_defau
     return collection
 
 
+def _verl_ctx(collection: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The installed `verl-ctx ARGS`, run from the checkout with the recipe importable (as its script runs)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{collection}{os.pathsep}{REPO}",
+        "RAY_AUTH_MODE": "disabled",
+        "HF_HUB_OFFLINE": "1",
+        "NO_COLOR": "1",
+    }
+    command = [str(Path(sys.executable).with_name("verl-ctx")), *args]
+    return subprocess.run(
+        command, cwd=collection, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def _recipe(module: str, name: str) -> Any:
     """``name`` from one of the recipe's modules (imported from the working directory, as `python -m` would)."""
     import importlib
@@ -194,15 +209,7 @@ def test_the_recipes_own_entry_point_agrees_when_run_for_real(in_collection: Pat
         check=False,
     )
     assert real.returncode == 0, real.stderr[-2000:]
-    ours = subprocess.run(
-        [str(Path(sys.executable).with_name("verl-ctx")), "config", "-s", SCHEMAS, "-m", LEGACY, *args],
-        cwd=in_collection,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    ours = _verl_ctx(in_collection, "config", "-s", SCHEMAS, "-m", LEGACY, *args)
     assert ours.returncode == 0, ours.stderr[-2000:]
     theirs_config, ours_config = OmegaConf.create(real.stdout), OmegaConf.create(ours.stdout)
     for config in (theirs_config, ours_config):
@@ -213,17 +220,8 @@ def test_the_recipes_own_entry_point_agrees_when_run_for_real(in_collection: Pat
 
 def test_validate_m_with_the_recipes_arguments_exits_0_and_judges_roles(in_collection: Path) -> None:
     """The CLI, given the launch script's own arguments: valid, with the roles this run starts."""
-    env = {**os.environ, "PYTHONPATH": str(in_collection), "NO_COLOR": "1"}
     args = ["-s", SCHEMAS, "-m", LEGACY, "--config-path=config", "--config-name=shaped_ppo_trainer"]
-    out = subprocess.run(
-        [str(Path(sys.executable).with_name("verl-ctx")), "validate", "--format", "json", *args],
-        cwd=in_collection,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = _verl_ctx(in_collection, "validate", "--format", "json", *args)
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
     assert set(report["roles"]) == {"actor", "critic", "reward", "rollout"}  # gae: a critic; no ref configured
@@ -415,24 +413,8 @@ def test_a_worker_class_that_cannot_serve_its_slot_is_a_usage_error(
 
 def test_run_refuses_a_wrong_worker_class_before_ray_starts(in_collection: Path) -> None:
     """`verl-ctx run --worker actor_rollout_ref=<a TrainingWorker>`: exit 2, and no Ray cluster was started."""
-    env = {**os.environ, "PYTHONPATH": str(in_collection), "RAY_AUTH_MODE": "disabled", "NO_COLOR": "1"}
-    out = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("verl-ctx")),
-            "run",
-            "-s",
-            SCHEMAS,
-            "-m",
-            LEGACY,
-            "--worker",
-            f"actor_rollout_ref={WORKERS}:ShapedCriticWorker",
-        ],
-        cwd=in_collection,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    out = _verl_ctx(
+        in_collection, "run", "-s", SCHEMAS, "-m", LEGACY, "--worker", f"actor_rollout_ref={WORKERS}:ShapedCriticWorker"
     )
     assert out.returncode == 2, out.stderr[-2000:]
     assert "the actor_rollout_ref slot runs a subclass of verl's" in out.stderr
@@ -451,22 +433,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def _run(collection: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{collection}{os.pathsep}{REPO}",
-        "RAY_AUTH_MODE": "disabled",
-        "HF_HUB_OFFLINE": "1",
-        "NO_COLOR": "1",
-    }
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("verl-ctx")), "run", *args],
-        cwd=collection,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return _verl_ctx(collection, "run", *args)
 
 
 def test_testing_cli_prints_a_tiny_runs_overrides(tmp_path: Path) -> None:
