@@ -31,6 +31,7 @@ __all__ = [
     "bound_envelopes",
     "carrying",
     "check_delivery",
+    "is_bound",
     "resolve_worker_classes",
     "slot_name",
 ]
@@ -115,6 +116,11 @@ def carrying(
     return made
 
 
+def is_bound(cls: type) -> bool:
+    """Whether ``cls`` is, or derives from, a class ``carrying`` made (a rehearsal's probe of one included)."""
+    return any(ENVELOPES_ATTR in vars(k) for k in cls.__mro__)
+
+
 def bound_envelopes(cls: type) -> dict[str, dict[str, Any]]:
     """The envelopes a class made by ``carrying`` holds, by role (empty for any other class)."""
     found = getattr(cls, ENVELOPES_ATTR, None)
@@ -174,7 +180,7 @@ def bind_role_worker_mapping(
     inner = {r: c for r, c in workers.items() if r in INNER_WORKER_ATTRS and issubclass(c, TrainingWorker)}
     for verl_role, remote_cls in list(role_worker_mapping.items()):
         worker_cls = getattr(remote_cls, "__ray_actor_class__", remote_cls)
-        if any(ENVELOPES_ATTR in vars(k) for k in worker_cls.__mro__):
+        if is_bound(worker_cls):
             continue  # bound already (or a rehearsal's probe of a bound class): registered again, or re-read
         slot = slot_name(verl_role)
         chosen = _chosen(workers, slot)

@@ -32,9 +32,15 @@ from typing import Any
 
 from ..._envelope import attach
 from ..._lint import lint_extra_context
-from ..._sources import ENVELOPES_ATTR
 from ...errors import ConfigError, LaunchError
-from ._binding import bind_role_worker_mapping, bound_envelopes, carrying, check_delivery, resolve_worker_classes
+from ._binding import (
+    bind_role_worker_mapping,
+    bound_envelopes,
+    carrying,
+    check_delivery,
+    is_bound,
+    resolve_worker_classes,
+)
 from ._checkpoint import ContextCheckpointMixin, checkpoint_methods
 
 __all__ = [
@@ -49,6 +55,8 @@ __all__ = [
 TRAINER_SUFFIX = "+verl_ctx"
 WORKERS_ATTR = "__verl_ctx_workers__"
 IMPORTS_ATTR = "__verl_ctx_imports__"
+#: Where a legacy runner keeps the config its ``run`` got (its mapping's delivery check reads it).
+_CONFIG_ATTR = "_verl_ctx_config"
 #: ``{"dir": ...}`` on a TaskRunner or trainer that rehearses (``_rehearsal``), else absent.
 REHEARSAL_ATTR = "__verl_ctx_rehearsal__"
 #: The name ``main_ppo_v0.TaskRunner.run`` builds its trainer by (verl 0.9.1, main_ppo_v0.py:218).
@@ -181,9 +189,6 @@ class _BoundMapping(dict[Any, Any]):
             record_config_roles(config, plan["dir"], "TaskRunner (the config the reward manager gets)")
 
 
-_CONFIG_ATTR = "_verl_ctx_config"
-
-
 def _bind_reading_trainer(mapping: _BoundMapping, envelopes: Mapping[str, Any]) -> None:
     """Bind the legacy trainer reading ``mapping`` for the first time (its ``init_workers``), if it is not bound.
 
@@ -202,7 +207,7 @@ def _bind_reading_trainer(mapping: _BoundMapping, envelopes: Mapping[str, Any]) 
             return
         reader = frame.f_locals.get("self")
         if isinstance(reader, RayPPOTrainer) and reader.__dict__.get("role_worker_mapping") is mapping:
-            if not any(ENVELOPES_ATTR in vars(k) for k in type(reader).__mro__):
+            if not is_bound(type(reader)):
                 reader.__class__ = bound_trainer_cls(type(reader), envelopes, swappable=True)
             return
         frame = frame.f_back
@@ -231,7 +236,7 @@ def _trainers_bound(run: Any, bases: tuple[type, ...], envelopes: Mapping[str, A
     rebound = {
         name: bound_trainer_cls(value, envelopes, **attrs)
         for name, value in names.items()
-        if isinstance(value, type) and issubclass(value, bases) and ENVELOPES_ATTR not in vars(value)
+        if isinstance(value, type) and issubclass(value, bases) and not is_bound(value)
     }
     if not rebound:
         return run
@@ -315,7 +320,7 @@ class ContextTaskRunnerV1Mixin:
         # A runner that builds its trainer itself (its own class, or a trainer_mode registered after our lookup)
         # hands it here before init() builds a worker: it is bound now (its class swapped for a bound subclass of
         # it, which adds methods only), or the launch stops, rather than starting workers without contexts.
-        if value is not None and ENVELOPES_ATTR not in vars(type(value)):
+        if value is not None and not is_bound(type(value)):
             bound = bound_trainer_cls(
                 type(value),
                 bound_envelopes(type(self)),
