@@ -287,7 +287,8 @@ class ContextTaskRunnerV1Mixin:
 
         _import_recipe_modules(self)
         mode = str(config.trainer.v1.trainer_mode)
-        if not mode.endswith(TRAINER_SUFFIX):
+        # A mode the recipe's own run registers (after this point) is bound when the runner stores its trainer.
+        if not mode.endswith(TRAINER_SUFFIX) and mode in TRAINER_REGISTRY:
             name = mode + TRAINER_SUFFIX
             if name not in TRAINER_REGISTRY:
                 trainer = bound_trainer_cls(
