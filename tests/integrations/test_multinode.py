@@ -17,7 +17,7 @@ pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
-def two_node_cluster() -> Iterator[Any]:
+def two_node_cluster() -> Iterator[None]:
     """A ray.cluster_utils.Cluster: a head and a worker node, one CPU each, so each node fits one worker."""
     import ray
     from ray.cluster_utils import Cluster
@@ -28,11 +28,12 @@ def two_node_cluster() -> Iterator[Any]:
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, runtime_env=ray_runtime_env(), log_to_driver=False)
     try:
-        yield cluster
+        yield None  # not the Cluster: pytest would keep it (and Ray's sockets) alive past this teardown
     finally:
         with ray_sockets_closed_quietly():
             ray.shutdown()
             cluster.shutdown()
+            del cluster
 
 
 def test_workers_on_both_nodes_decode_the_context(two_node_cluster: Any) -> None:
