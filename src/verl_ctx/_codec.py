@@ -43,6 +43,7 @@ __all__ = [
     "encode_payload",
     "fail_fast_validator",
     "paused_gc",
+    "with_fail_fast",
     "without_excess_keys",
 ]
 
@@ -221,7 +222,7 @@ def fail_fast_validator(model: type[BaseModel]) -> SchemaValidator:
     """``model``'s validator, but failing fast inside containers (bounded errors for hostile payloads)."""
     validator = _fail_fast.get(model)
     if validator is None:
-        schema = _with_fail_fast(model.__pydantic_core_schema__)
+        schema = with_fail_fast(model.__pydantic_core_schema__)
         config = model.__pydantic_core_schema__.get("config")
         try:
             # pydantic-core reuses the validator a model class already has for any model schema it meets (the
@@ -256,15 +257,15 @@ def without_excess_keys(data: dict[Any, Any], model: type[BaseModel], keep: int)
     return kept, unknown - keep
 
 
-def _with_fail_fast(node: Any) -> Any:
+def with_fail_fast(node: Any) -> Any:
     """A copy of a core schema with ``fail_fast`` set on every container schema (callables kept as they are)."""
     if isinstance(node, dict):
-        out = {k: _with_fail_fast(v) for k, v in node.items()}
+        out = {k: with_fail_fast(v) for k, v in node.items()}
         if out.get("type") in _CONTAINERS:
             out["fail_fast"] = True
         return out
     if isinstance(node, list):
-        return [_with_fail_fast(v) for v in node]
+        return [with_fail_fast(v) for v in node]
     return node
 
 

@@ -2,7 +2,9 @@
 
 The handshake, by what the envelope says against the worker's schema:
 
-* same version, same fingerprint: validate (a payload that then fails was edited: ``EnvelopeError``);
+* same version, same fingerprint: check the payload against the schema's types and constraints and build it
+  without running the user's validators again (``_trusted``: the driver's validated values are the worker's); a
+  payload that fails was edited: ``EnvelopeError``;
 * same version, other fingerprint: validate, then prove nothing changed: the decoded context, encoded again,
   must give back the driver's values exactly (same types, nothing dropped or coerced). Proven: a
   ``SchemaSkewWarning`` naming the differing fields. Not proven: ``SchemaMismatchError``;
@@ -27,6 +29,7 @@ from ._codec import (
     encode_payload,
     fail_fast_validator,
     paused_gc,
+    with_fail_fast,
     without_excess_keys,
 )
 from ._compiled import Refused, decoder_for, decoders
@@ -42,6 +45,7 @@ from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
+from ._trusted import replay_post_init, trusted_validator
 from .errors import EnvelopeError, FieldError, SchemaMismatchError, SchemaSkewWarning
 
 __all__ = ["decode"]
@@ -156,11 +160,18 @@ def _build(
     if env["schema_version"] != info.version:
         data = _upgrade(env, info, data, schema.__verl_ctx_migrations__)
     validator, checked, dropped = schema.__pydantic_validator__, data, 0
-    if len(payload) > FAIL_FAST_BYTES:
+    fail_fast = len(payload) > FAIL_FAST_BYTES
+    if fail_fast:
         # Bounded errors for hostile payloads: containers stop at their first bad item, and unknown keys past the
         # first MAX_ERRORS are only counted (pydantic would build an error record for each).
         validator = fail_fast_validator(schema)
         checked, dropped = without_excess_keys(data, schema, MAX_ERRORS)
+    post_init: frozenset[type] = frozenset()
+    if same_shape:
+        # The driver's own schema: its validators ran there, and their results are the payload. Checked against
+        # the schema's types and constraints, built without running them (or model_post_init) a second time.
+        core = with_fail_fast(schema.__pydantic_core_schema__) if fail_fast else schema.__pydantic_core_schema__
+        validator, post_init = trusted_validator(schema, core)
     # Errors are turned into ours outside the except block: pydantic's error holds the input values (secrets
     # too), and an exception raised inside the block would keep it as __context__.
     failure: list[FieldError] | None = None
@@ -168,7 +179,10 @@ def _build(
     try:
         # Lax and by field name: the driver validated these values already; the worker re-checks them
         # against its own schema and rebuilds exact types (tuples, enums, UUIDs) from msgpack's plain ones.
-        return validator.validate_python(checked, strict=False, by_name=True), data
+        instance = validator.validate_python(checked, strict=False, by_name=True)
+        if post_init:
+            replay_post_init(instance, post_init)
+        return instance, data
     except ValidationError as e:
         try:
             failure, omitted = field_errors(e, role=role, schema=schema)

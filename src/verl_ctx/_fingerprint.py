@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ._registry import qualified_name
-from ._schema import RoleContext
+from ._schema import _MIGRATION_MARK, RoleContext
 from .errors import EnvelopeError, SchemaDefinitionError
 
 __all__ = ["roles_for", "CONFIG_KEY", "SchemaInfo", "cached_info", "inline_refs", "schema_info", "strip_docs"]
@@ -269,6 +269,10 @@ class _CoreCanon:
         elif kind in _FUNCTION_KINDS:
             where = _wrapped_model(node) or where
         out: dict[str, Any] = {}
+        if kind in ("model", "dataclass") and isinstance(cls, type):
+            state = self.class_code(cls)
+            if state is not None:  # absent, not null: a class without methods or attributes keeps its fingerprint
+                out["class_code"] = state
         for key, value in node.items():
             if key in _CORE_SKIPPED:
                 continue
@@ -331,6 +335,19 @@ class _CoreCanon:
         out = {k: self.walk(v, name) for k, v in field.items() if k not in _CORE_SKIPPED}
         out["function"] = self.code(fget, "computed-field", f"{getattr(owner, '__qualname__', '')}.{name}")
         return out
+
+    def class_code(self, cls: type) -> str | None:
+        """The digest of what ``cls`` and its user-written bases hold besides fields (methods, static and class
+        methods, properties, class attributes and ``ClassVar``s), named ``@class <QualName>``; None if nothing.
+
+        A validator reads ``cls.SCALE`` or calls ``self.helper()``: the value it produces changes when they do.
+        """
+        state = class_state(cls, set())
+        if not state:
+            return None
+        digest = _digest(state)
+        self.entries[f"@class {cls.__qualname__}"] = digest[:12]
+        return digest
 
     def code(self, fn: Any, kind: str, where: str) -> str:
         """The digest of ``fn``; recorded as an entry ``@<kind> <qualname> on <where>`` to name it."""
@@ -551,9 +568,14 @@ def _cell(cell: types.CellType, fn: Any, seen: set[int]) -> Any:
 
 
 def _globals_read(fn: types.FunctionType, seen: set[int]) -> dict[str, Any]:
-    """The module-level constants and helper functions ``fn`` (and the functions it defines) reads.
+    """What ``fn`` (and the functions it defines) reads from its module, as far as it can shape a value.
 
-    A validator ``v * SCALE`` changes behaviour when ``SCALE`` does, and ``_helper(v)`` when ``_helper`` does.
+    A validator ``v * SCALE`` changes behaviour when ``SCALE`` does, ``_helper(v)`` when ``_helper`` does,
+    ``ALIASES[v]`` when the dict does, ``helperlib.SCALE`` when the imported module's attribute does, and
+    ``Units.convert(v)`` when the helper class does. Covered: constants and containers of them, functions, the
+    attributes an imported module is read for (every name the code reads that the module has), and the state
+    of user-written classes (``class_state``). Not covered: state reached through a call's result or an
+    object's instance attributes (a client object, a file's contents), which no digest of code can see.
     """
     names: set[str] = set()
     stack = [fn.__code__]
@@ -567,12 +589,90 @@ def _globals_read(fn: types.FunctionType, seen: set[int]) -> dict[str, Any]:
         if name not in module_globals:
             continue
         value = module_globals[name]
-        if isinstance(value, _PRIMITIVES) or (
-            isinstance(value, (tuple, frozenset)) and all(isinstance(v, _PRIMITIVES) for v in value)
-        ):
-            out[name] = _plain(value)
-        elif isinstance(value, (types.FunctionType, functools.partial)):
-            out[name] = _code_of(value, seen)
+        if isinstance(value, types.ModuleType):
+            read = {attr: _state_value(vars(value)[attr], seen) for attr in sorted(names) if attr in vars(value)}
+            out[name] = {"module": value.__name__, "read": {k: v for k, v in read.items() if v is not None}}
+        else:
+            digest = _state_value(value, seen)
+            if digest is not None:
+                out[name] = digest
+    return out
+
+
+def _is_library(obj: Any) -> bool:
+    module = str(getattr(obj, "__module__", None) or "")
+    return module.partition(".")[0] in _LIBRARIES | _LIBRARY_MODULES | _STDLIB_SKIPPED
+
+
+# Modules whose classes hold no user state worth a digest (and whose attributes are many).
+_STDLIB_SKIPPED = frozenset({"abc", "enum", "collections", "dataclasses", "functools", "types"})
+
+
+def _state_value(value: Any, seen: set[int]) -> Any:
+    """The digestible form of a module global or class attribute, or None for what cannot shape a value."""
+    if isinstance(value, (types.FunctionType, functools.partial, staticmethod, classmethod, property)):
+        return _code_of(value, seen)
+    if isinstance(value, type):
+        if issubclass(value, enum.Enum):
+            return {"enum": value.__qualname__, "members": {m.name: _plain(m.value) for m in value}}
+        if _is_library(value) or id(value) in seen:
+            return None
+        return {"class": value.__qualname__, "state": class_state(value, seen)}
+    if isinstance(value, types.ModuleType) or callable(value):
+        return None
+    if isinstance(value, (*_PRIMITIVES, tuple, list, dict, set, frozenset)):
+        try:
+            return _plain(value)
+        except RecursionError:  # a container holding itself: its size is what a digest can say
+            return {"recursive": type(value).__name__}
+    return None
+
+
+_DECORATOR_GROUPS = (
+    "validators",
+    "field_validators",
+    "root_validators",
+    "field_serializers",
+    "model_serializers",
+    "model_validators",
+    "computed_fields",
+)
+
+
+def class_state(cls: type, seen: set[int]) -> dict[str, Any]:
+    """``cls``'s own state and that of its user-written bases: methods, class attributes, ``ClassVar``s.
+
+    pydantic's and verl-ctx's own attributes (fields, validators' bookkeeping, config, generated dunders) are
+    left out: the core schema covers what they decide.
+    """
+    seen.add(id(cls))
+    out: dict[str, Any] = {}
+    for base in cls.__mro__:
+        if base is object or _is_library(base):
+            continue
+        own: dict[str, Any] = {}
+        # Validators, serializers and computed fields are digested where the core schema applies them.
+        decorators = base.__dict__.get("__pydantic_decorators__")
+        registered = {name for group in _DECORATOR_GROUPS for name in getattr(decorators, group, None) or ()}
+        for name, value in base.__dict__.items():
+            dunder = name.startswith("__") and name.endswith("__")
+            # A dunder is the user's when they wrote it (pydantic generates __hash__ for frozen models, ...).
+            if (
+                name in registered
+                or name in ("model_config", "_abc_impl")
+                or (
+                    dunder
+                    and (not isinstance(value, (types.FunctionType, staticmethod, classmethod)) or _is_library(value))
+                )
+            ):
+                continue
+            if hasattr(_unwrap(value), _MIGRATION_MARK):
+                continue  # it shapes an older version's payload; the version number covers it
+            digest = _state_value(value, seen)
+            if digest is not None:
+                own[name] = digest
+        if own:
+            out[base.__qualname__] = own
     return out
 
 
