@@ -161,6 +161,7 @@ def tiny_run_args(model: str | Path, data: str | Path) -> list[str]:
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
         "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",  # one replica fits the one GPU (verl's default: 2)
         "critic.ppo_mini_batch_size=2",
         "critic.ppo_micro_batch_size_per_gpu=1",
         "trainer.n_gpus_per_node=1",

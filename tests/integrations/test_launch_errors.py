@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
+import pickle
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from verl_ctx.errors import LaunchError
+from verl_ctx.integrations.verl._preflight import _shortfall, check_resources, resource_pools
 
 from .conftest import REPO
 
@@ -54,24 +59,84 @@ def test_traceback_flag_shows_verls_whole_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.ray
-def test_no_gpu_inside_the_task_runner_is_one_line_and_a_kept_traceback(tmp_path: Path) -> None:
-    """verl's GPU check, which fails inside the TaskRunner process, comes back as one line and a log file."""
+def test_a_cpu_only_run_stops_at_preflight_within_seconds_naming_gpus_and_keys(tmp_path: Path) -> None:
+    """A run (no --rehearse) on a machine without the GPUs it asks for stops right after ray.init, before the
+    TaskRunner starts: one line-group naming the GPUs needed, the cluster's count and the keys, in under 30 s."""
     from verl_ctx.testing import tiny_dataset, tiny_model, tiny_run_args
 
     args = tiny_run_args(tiny_model(tmp_path / "model"), tiny_dataset(tmp_path / "data"))
-    out = _run(
-        tmp_path,
-        *args,
-        "ray_kwargs.ray_init.num_cpus=6",
-        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
-        "trainer.logger=[console]",
-    )
+    started = time.monotonic()
+    out = _run(tmp_path, *args)
+    took = time.monotonic() - started
     assert out.returncode == 1, out.stderr[-2000:]
-    assert "verl stopped the run: ValueError: Total available GPUs 0 is less than total desired GPUs 1" in out.stderr
-    log = re.search(r"Full traceback: (\S+\.log)", out.stderr)
-    assert log is not None
-    assert "Traceback" in Path(log.group(1)).read_text()
+    assert "preflight: the Ray cluster cannot hold this run" in out.stderr
+    assert "this run needs 1 GPU(s) (global_pool: trainer.n_gpus_per_node=1 x trainer.nnodes=1)" in out.stderr
+    assert "the Ray cluster has 0" in out.stderr
+    assert "Total available GPUs" not in out.stderr, "verl's own check, inside the TaskRunner, was never reached"
     assert "Traceback" not in out.stderr
+    assert took < 30, f"{took:.0f} s"
+
+
+def _pool_config(*overrides: str) -> Any:
+    from verl_ctx.integrations.verl import compose_config
+
+    return compose_config(["actor_rollout_ref.rollout.tensor_model_parallel_size=1", *overrides])
+
+
+def test_preflight_adds_every_pool_and_names_its_keys() -> None:
+    """The training, reward and teacher pools are added up as verl's trainers build them; each pool is named with
+    its two keys, and the total is set against the cluster's."""
+    config = _pool_config(
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=2",
+        "reward.reward_model.enable_resource_pool=true",
+        "reward.reward_model.n_gpus_per_node=2",
+        "reward.reward_model.nnodes=1",
+        "distillation.enabled=true",
+        "distillation.n_gpus_per_node=1",
+        "distillation.nnodes=1",
+    )
+    assert [(p.name, p.total) for p in resource_pools(config)] == [
+        ("global_pool", 16),
+        ("reward_pool", 2),
+        ("teacher_pool", 1),
+    ]
+    (problem,) = check_resources(config, 16, [8, 8])
+    assert problem.startswith("this run needs 19 GPU(s) (global_pool: trainer.n_gpus_per_node=8 x trainer.nnodes=2; ")
+    assert "reward_pool: reward.reward_model.n_gpus_per_node=2 x reward.reward_model.nnodes=1" in problem
+    assert "teacher_pool: distillation.n_gpus_per_node=1 x distillation.nnodes=1" in problem
+    assert problem.endswith("and the Ray cluster has 16")
+    assert check_resources(config, 19, [8, 8, 3]) == []
+
+
+def test_preflight_refuses_a_pool_no_node_can_hold_and_a_replica_wider_than_the_pool() -> None:
+    """Enough GPUs in total but none on one node for a pool's placement group is refused (Ray would wait forever);
+    so is a rollout replica wider than the training GPUs (verl would start none), except with no local replica."""
+    config = _pool_config("trainer.n_gpus_per_node=8", "trainer.nnodes=1")
+    (problem,) = check_resources(config, 8, [4, 4])
+    assert "global_pool: trainer.n_gpus_per_node=8 x trainer.nnodes=1 needs 1 node(s) with 8 GPU(s) each" in problem
+    assert "has 0 (its nodes have 4, 4)" in problem
+
+    wide = _pool_config("trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
+    (problem,) = check_resources(wide, 1, [1])
+    assert "one rollout replica needs 2 GPU(s) (actor_rollout_ref.rollout.tensor_model_parallel_size=2" in problem
+    assert "verl would start no rollout replica at all" in problem
+    pool = _pool_config(
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "trainer.v1.trainer_mode=external_pool",
+    )
+    assert check_resources(pool, 1, [1]) == []
+
+
+def test_a_preflight_shortfall_is_one_pickling_launch_error_with_cause_and_key() -> None:
+    """The shortfall is a LaunchError whose cause is the first problem and whose key is the first key named."""
+    needs = "this run needs 4 GPU(s) (global_pool: trainer.n_gpus_per_node=4 x trainer.nnodes=1)"
+    error = _shortfall([f"{needs} and the Ray cluster has 0"], "GPU")
+    again = pickle.loads(pickle.dumps(error))
+    assert isinstance(again, LaunchError)
+    assert (again.key, again.cause) == ("trainer.n_gpus_per_node", error.cause)
+    assert "--rehearse" in str(again)
 
 
 def test_a_rehearsal_ray_could_not_schedule_is_refused_naming_the_cpus_needed(tmp_path: Path) -> None:

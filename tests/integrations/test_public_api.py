@@ -26,6 +26,7 @@ PUBLIC = {
         "lint_extra_context",
         "make_task_runner",
         "offload",
+        "preflight",
         "prepare",
         "rehearse",
     ],

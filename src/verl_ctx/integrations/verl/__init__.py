@@ -14,7 +14,8 @@ reward, other  top-level ``verl_ctx.<role>`` of the Hydra config as text
 Contexts holding a secret, and large ones, travel by reference through Ray's object store.
 
 Launch: ``compose_config`` (verl's config as ``python -m verl.trainer.main_ppo`` composes it), then
-``verl_ctx.validate``, then ``launch`` (= ``check_launch`` + ``init_ray`` + ``prepare`` + verl's ``run_ppo``), or
+``verl_ctx.validate``, then ``launch`` (= ``check_launch`` + ``init_ray`` + ``preflight`` + ``prepare`` + verl's
+``run_ppo``), or
 ``rehearse`` to stop every worker at the engine boundary on CPU. A recipe with its own TaskRunner uses
 ``make_task_runner`` / the mixins, ``bind_role_worker_mapping`` and ``bind_config``. Routing to inference
 servers started outside the job is in ``verl_ctx.integrations.verl.external``.
@@ -32,6 +33,7 @@ from ._binding import bind_role_worker_mapping, bind_worker_cls  # noqa: E402
 from ._compose import compose_config  # noqa: E402
 from ._config_channel import bind_config  # noqa: E402
 from ._launch import LaunchOptions, Prepared, check_launch, init_ray, launch, prepare, rehearse  # noqa: E402
+from ._preflight import preflight  # noqa: E402
 from ._runners import (  # noqa: E402
     ContextTaskRunnerMixin,
     ContextTaskRunnerV1Mixin,
@@ -59,6 +61,7 @@ __all__ = [
     "lint_extra_context",
     "make_task_runner",
     "offload",
+    "preflight",
     "prepare",
     "rehearse",
 ]

@@ -5,7 +5,9 @@
 TaskRunner. ``launch`` does the same with a bound TaskRunner, in steps a recipe's own ``main`` can call too:
 
 1. ``check_launch(config)``: verl's own pre-launch checks, their failure as one ``LaunchError`` line;
-2. ``init_ray(config)``: ``ray.init`` exactly as ``run_ppo`` would (it skips its own when Ray is up);
+2. ``init_ray(config)``: ``ray.init`` exactly as ``run_ppo`` would (it skips its own when Ray is up), then
+   ``preflight(config)``: the GPUs the config's pools and rollout replicas need against the cluster's
+   (``_preflight``), a shortfall one ``LaunchError`` before the TaskRunner starts;
 3. ``prepare(config, contexts, ...)``: contexts into the config and a TaskRunner class (the store first for
    large or secret-holding ones, which is why Ray starts before);
 4. ``run_ppo(config, task_runner_class=runner)``, verl's own.
@@ -28,6 +30,7 @@ from ...errors import ContextError, LaunchError
 from ._binding import WORKER_CLASS_ROLES
 from ._config_channel import bind_config
 from ._entry import VERL_ENTRY, EntryPoint, entry_point
+from ._preflight import preflight
 from ._runners import make_task_runner
 from ._store import DEFAULT_OFFLOAD_BYTES, offload
 
@@ -223,7 +226,15 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
     recipe = _recipe_entry(options)
     if recipe is None:
         check_launch(config)
-        init_ray(config)
+        started = init_ray(config)
+        try:
+            preflight(config)  # the cluster's GPUs against the config's pools: seconds, not a silent wait
+        except LaunchError:
+            if started:
+                import ray
+
+                ray.shutdown()
+            raise
     elif _needs_store(contexts, options.get("offload_threshold", DEFAULT_OFFLOAD_BYTES)):
         init_ray(config)  # the store must hold the contexts before the runner class that refers to them is made
     _start(config, prepare(config, contexts, **options), recipe)
