@@ -13,8 +13,9 @@ Format version 1 (a ``dict``; every value a ``str``, ``int``, ``bytes`` or a ``d
     }
 
 A context too large for an actor definition, or holding a secret, travels as a *store reference* instead:
-``{"verl_ctx_remote": 1, "role", "store", "namespace", "bytes"}`` names the Ray actor that holds the envelope
-(``integrations.verl._store``); readers fetch it through Ray's object store.
+``{"verl_ctx_remote": 1, "role", "store", "namespace", "bytes", "actor_id"}`` names the Ray actor that holds
+the envelope and records its Ray actor id (``integrations.verl._store``); readers fetch it through Ray's object
+store, from that very actor only.
 
 In a ``TrainingWorkerConfig.extra_context`` envelopes sit under one reserved key, by role:
 ``extra_context["verl_ctx"]["critic"] = envelope``; every other key is left alone. Where only JSON-safe
@@ -70,6 +71,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 TEXT_PREFIX = f"verl-ctx:{ENVELOPE_FORMAT}:"
 #: Store actors are named by verl-ctx alone; a reference naming any other actor is refused unread.
 STORE_NAME_RE = re.compile(r"^verl_ctx_store_[0-9a-f]{12}$")
+#: A Ray actor id in hex (16 bytes in Ray 2.x; a little room either way for other Ray versions).
+ACTOR_ID_RE = re.compile(r"^[0-9a-f]{16,64}$")
 
 
 class EnvelopeV1(msgspec.Struct, frozen=True):
@@ -85,13 +88,14 @@ class EnvelopeV1(msgspec.Struct, frozen=True):
 
 
 class StoreRefV1(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A reference to an envelope held by a verl-ctx store actor."""
+    """A reference to an envelope held by a verl-ctx store actor: its name, and its Ray actor id (identity)."""
 
     verl_ctx_remote: int
     role: str
     store: str
     namespace: str
     bytes: int
+    actor_id: str
 
 
 _FIELDS = EnvelopeV1.__struct_fields__
@@ -264,6 +268,13 @@ def check_ref(ref: object) -> dict[str, Any]:
             f"store reference names actor {short(checked.store)}, which is not a verl-ctx store "
             "(names are verl_ctx_store_<12 hex>); refusing to contact it"
         )
+    if not ACTOR_ID_RE.match(checked.actor_id):
+        raise EnvelopeError(
+            f"store reference holds actor id {short(checked.actor_id)}, which is not a Ray actor id (hex); "
+            "refusing to contact it"
+        )
+    if checked.bytes < 0:
+        raise EnvelopeError(f"store reference claims {checked.bytes} payload bytes; refusing to contact it")
     return msgspec.structs.asdict(checked)
 
 

@@ -83,6 +83,10 @@ _ref_resolvers: dict[int, str | Callable[[dict[str, Any]], object]] = {
 }
 
 
+# The resolvers named above (verl-ctx's own), which take the reader's ``max_bytes=``.
+_takes_max_bytes: set[Callable[..., object]] = set()
+
+
 def sources() -> list[Source]:
     """The places ``decode`` looks, in order (a copy)."""
     return list(_sources)
@@ -212,7 +216,9 @@ def _resolve(entry: object, max_bytes: int) -> dict[str, Any]:
         entry = dict(entry)  # a DictConfig node or another mapping: plain data from here on
     if isinstance(entry, Mapping) and REF_KEY in entry:
         ref = check_ref(entry)
-        return check_envelope(_resolver(ref)(ref))
+        fetch: Callable[..., object] = _resolver(ref)
+        # verl-ctx's own resolver checks the reference's size against the reader's limit before fetching.
+        return check_envelope(fetch(ref, max_bytes=max_bytes) if fetch in _takes_max_bytes else fetch(ref))
     return check_envelope(entry)
 
 
@@ -232,6 +238,7 @@ def _resolver(ref: dict[str, Any]) -> Callable[[dict[str, Any]], object]:
                 role=ref["role"],
             ) from None
         resolver = _ref_resolvers[ref_format] = getattr(loaded, name)
+        _takes_max_bytes.add(resolver)
     return resolver
 
 

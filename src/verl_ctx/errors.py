@@ -170,9 +170,15 @@ class ConfigError(ContextError):
 
 
 class LaunchError(ContextError):
-    """verl's own checks refused the run before anything started; ``cause`` is verl's last line, ``key`` its key."""
+    """verl's own checks refused the run before anything started; ``verl_cause`` is verl's last line, ``key`` its key.
+
+    Read ``verl_cause``: across Ray the driver gets a ``RayTaskError`` subclass of this class whose ``cause`` Ray
+    sets to the original exception, so ``cause`` (the same text, kept for code written before) holds verl's line
+    only where the error was raised.
+    """
 
     def __init__(self, message: str, *, cause: str, key: str | None = None) -> None:
+        self.verl_cause = cause
         self.cause = cause
         self.key = key
         super().__init__(message)

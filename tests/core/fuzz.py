@@ -78,6 +78,7 @@ GOOD_REF = {
     "store": "verl_ctx_store_0123456789ab",
     "namespace": "n",
     "bytes": 3,
+    "actor_id": "ab" * 16,
 }
 
 

@@ -85,23 +85,46 @@ def test_oversize_text_is_refused_before_it_is_copied() -> None:
     assert peak < 1024 * 1024
 
 
+_REF = {
+    "verl_ctx_remote": 1,
+    "role": "critic",
+    "store": "verl_ctx_store_0123456789ab",
+    "namespace": "n",
+    "bytes": 1,
+    "actor_id": "ab" * 16,
+}
+
+
 @pytest.mark.parametrize(
     "ref",
     [
-        {"verl_ctx_remote": 1, "role": "critic", "namespace": "ns", "bytes": 1},  # no store
-        {"verl_ctx_remote": 1, "role": "critic", "store": "verl_ctx_store_0123456789ab", "namespace": 5, "bytes": 1},
-        {"verl_ctx_remote": 1, "role": "critic", "store": "my_actor", "namespace": "ns", "bytes": 1},  # not ours
-        {"verl_ctx_remote": 2, "role": "critic", "store": "verl_ctx_store_0123456789ab", "namespace": "n", "bytes": 1},
+        {"verl_ctx_remote": 1, "role": "critic", "namespace": "ns", "bytes": 1, "actor_id": "ab" * 16},  # no store
+        {**_REF, "namespace": 5},
+        {**_REF, "store": "my_actor"},  # not ours
+        {**_REF, "verl_ctx_remote": 2},
+        {**_REF, "actor_id": "../etc"},
+        {**_REF, "bytes": -1},
+        {k: v for k, v in _REF.items() if k != "actor_id"},  # a reference without its store's identity
         {
             "verl_ctx_remote": 1,
             "role": "critic",
             "store": "verl_ctx_store_0123456789ab",
             "namespace": "n",
             "bytes": 1,
+            "actor_id": "ab" * 16,
             "extra": "x",
         },
     ],
-    ids=["store missing", "namespace=5", "foreign actor", "unknown format", "extra key"],
+    ids=[
+        "store missing",
+        "namespace=5",
+        "foreign actor",
+        "unknown format",
+        "actor id not hex",
+        "negative size",
+        "no actor id",
+        "extra key",
+    ],
 )
 def test_malformed_references_are_envelope_errors_and_contact_nothing(ref: dict[str, Any]) -> None:
     """A reference that is not exactly a verl-ctx store's is refused before Ray is even imported."""

@@ -14,6 +14,7 @@ from verl_ctx import encode
 from verl_ctx.errors import (
     ContextValidationError,
     EnvelopeError,
+    LaunchError,
     MissingContextError,
     SchemaMismatchError,
 )
@@ -41,6 +42,8 @@ class Raiser:
             )
         if kind == "missing":
             raise MissingContextError("no context", role="ref")
+        if kind == "launch":
+            raise LaunchError("verl refused", cause="AssertionError: boom", key="trainer.n_gpus_per_node")
         from verl_ctx.errors import FieldError
 
         raise ContextValidationError([FieldError(role="critic", path="x", message="bad")])
@@ -51,6 +54,7 @@ class Raiser:
     [
         ("mismatch", SchemaMismatchError, {"role": "critic", "worker_version": 2, "differing_fields": ("x",)}),
         ("missing", MissingContextError, {"role": "ref"}),
+        ("launch", LaunchError, {"verl_cause": "AssertionError: boom", "key": "trainer.n_gpus_per_node"}),
         ("invalid", ContextValidationError, {}),
     ],
 )
@@ -92,7 +96,7 @@ def test_a_reference_to_an_impostor_actor_is_refused_without_calling_it(ray_clus
         def __init__(self) -> None:
             self.calls = 0
 
-        def get(self, role: str) -> bytes:
+        def get(self, role: str, limit: int | None = None) -> bytes:
             self.calls += 1
             return b""
 
@@ -107,6 +111,7 @@ def test_a_reference_to_an_impostor_actor_is_refused_without_calling_it(ray_clus
         "store": "verl_ctx_store_0123456789ab",
         "namespace": namespace,
         "bytes": 1,
+        "actor_id": impostor._actor_id.hex(),
     }
     with pytest.raises(EnvelopeError, match="not a verl-ctx store"):
         decode({"verl_ctx": {"critic": ref}}, TableContext)
@@ -114,9 +119,104 @@ def test_a_reference_to_an_impostor_actor_is_refused_without_calling_it(ray_clus
     ray.kill(impostor)
 
 
+# Run as another Ray job on the same cluster: an actor whose class claims to be verl-ctx's store, whose reply
+# writes a marker file when it is unpickled. It is detached so it outlives this job, as an attacker's would.
+IMPOSTOR_JOB = """
+import pathlib, sys, ray
+ray.init(address=sys.argv[1], namespace=sys.argv[2], log_to_driver=False)
+MARKER = sys.argv[3]
+
+class Boom:
+    def __reduce__(self):
+        return (pathlib.Path.write_text, (pathlib.Path(MARKER), "unpickled"))
+
+class EnvelopeStore:
+    def get(self, role, limit=None):
+        return Boom()
+
+EnvelopeStore.__module__ = "verl_ctx.integrations.verl._store"
+actor = ray.remote(EnvelopeStore).options(name=sys.argv[4], lifetime="detached").remote()
+print(actor._actor_id.hex())
+"""
+
+
+def test_a_store_of_another_job_claiming_our_class_is_refused_before_its_reply_is_unpickled(
+    ray_cluster: None, tmp_path: Any
+) -> None:
+    """Another Ray job's actor, named and classed as a verl-ctx store and named by a reference that records its
+    very id, is refused before any reply of it is unpickled (its reply would write a marker file)."""
+    import ray
+
+    from verl_ctx import decode
+
+    marker = tmp_path / "marker"
+    name, namespace = "verl_ctx_store_0a0a0a0a0a0a", ray.get_runtime_context().namespace
+    out = subprocess.run(
+        [sys.executable, "-c", IMPOSTOR_JOB, ray.get_runtime_context().gcs_address, namespace, str(marker), name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
+    ref = {
+        "verl_ctx_remote": 1,
+        "role": "critic",
+        "store": name,
+        "namespace": namespace,
+        "bytes": 1,
+        "actor_id": out.stdout.split()[-1],
+    }
+    impostor = ray.get_actor(name, namespace=namespace)
+    try:
+        with pytest.raises(EnvelopeError, match="not by this job"):
+            decode({"verl_ctx": {"critic": ref}}, TableContext)
+        assert not marker.exists()
+    finally:
+        ray.kill(impostor)
+
+
+def test_a_store_name_taken_again_after_the_store_is_gone_is_refused(ray_cluster: None) -> None:
+    """A reference records its store's actor id: an actor re-created under a dead store's name is not asked."""
+    import ray
+
+    from verl_ctx import decode
+    from verl_ctx.integrations.verl._store import EnvelopeStore
+
+    ctx = TableContext(rows=[Row(prompt_id=1, weight=1.0)])
+    ref = offload({"critic": encode(ctx)}, always=["critic"])["critic"]
+    ray.kill(ray.get_actor(ref["store"], namespace=ref["namespace"]))
+    again = ray.remote(EnvelopeStore).options(name=ref["store"], namespace=ref["namespace"]).remote()
+    ray.get(again.put.remote("critic", b"\x80"))
+    with pytest.raises(EnvelopeError, match="not the store the reference records"):
+        decode({"verl_ctx": {"critic": ref}}, TableContext)
+    ray.kill(again)
+
+
+def test_a_reference_over_the_reader_limit_is_refused_before_anything_is_fetched(ray_cluster: None) -> None:
+    """A store's envelope over ``max_bytes`` is refused by its size: by the reference's claim, or by the store."""
+    from verl_ctx import decode
+
+    ctx = TableContext(rows=[Row(prompt_id=i, weight=1.0) for i in range(2000)])
+    ref = offload({"critic": encode(ctx)}, always=["critic"])["critic"]
+    with pytest.raises(EnvelopeError, match="over the 1000-byte limit"):
+        decode({"verl_ctx": {"critic": ref}}, TableContext, max_bytes=1000)
+    understated = {**ref, "bytes": 1}  # a reference that lies about the size: the store sends only the size
+    with pytest.raises(EnvelopeError, match=r"over the 1000-byte limit \(not fetched\)"):
+        decode({"verl_ctx": {"critic": understated}}, TableContext, max_bytes=1000)
+    assert decode({"verl_ctx": {"critic": ref}}, TableContext) == ctx
+
+
 def test_a_reference_outside_ray_does_not_start_ray(tmp_path: Any) -> None:
     """Decoding a reference in a process not connected to Ray is a clear error; no Ray is started there."""
-    ref = {"verl_ctx_remote": 1, "role": "critic", "store": "verl_ctx_store_0123456789ab", "namespace": "n", "bytes": 1}
+    ref = {
+        "verl_ctx_remote": 1,
+        "role": "critic",
+        "store": "verl_ctx_store_0123456789ab",
+        "namespace": "n",
+        "bytes": 1,
+        "actor_id": "ab" * 16,
+    }
     code = (
         "import sys, msgspec\n"
         "from verl_ctx import decode\n"
