@@ -69,10 +69,10 @@ def validate(
         if role in inactive:
             notes.append(f"[{role}] a context is configured, but this run starts no {role}: {inactive[role]}")
 
+    for note in notes:  # before the errors: a caller recording warnings gets both at once
+        warnings.warn(InactiveRoleWarning(note), stacklevel=2)
     if errors:
         raise ContextValidationError(errors)
-    for note in notes:
-        warnings.warn(InactiveRoleWarning(note), stacklevel=2)
     result = ContextSet(contexts, provenance)
     lint_sizes(result.payload_sizes())
     return result

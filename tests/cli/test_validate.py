@@ -187,3 +187,85 @@ def test_run_refuses_invalid_contexts_before_ray_starts(run_cli: Run, ctx_module
     assert res.code == 1
     assert "nothing was launched" in res.err
     assert "Started a local Ray instance" not in res.out + res.err
+
+
+ROUTING = [
+    "actor_rollout_ref.rollout.name=vllm",
+    "+extra_context.rollout.routing.servers=[{name: llm-0}]",
+    "+extra_context.rollout.routing.weight_sync=none",
+]
+
+
+def test_external_routing_the_run_would_not_use_is_an_error_naming_the_key(run_cli: Run) -> None:
+    """Pool routing with verl's own trainer (the default v1 mode, or the legacy path) would be validated and then
+    ignored while local replicas start: an error naming the keys that make it used; with the pool trainer it is
+    valid where verl has the switch (0.9.1), and refused naming the verl version where it has not (0.9.0)."""
+    schemas = ["-s", "examples.external_servers.contexts"]
+    default = run_cli("validate", *schemas, *ROUTING)
+    assert default.code == 1, default.err
+    assert "[rollout] extra_context.rollout.routing: this run would validate it and never use it" in default.err
+    assert "trainer.v1.trainer_mode=sync is verl's own trainer" in default.err
+    assert "set trainer.use_v1=true and trainer.v1.trainer_mode=external_pool" in default.err
+    assert "--import verl_ctx.integrations.verl.external.trainer" in default.err
+
+    legacy = run_cli("validate", *schemas, "--format", "json", "trainer.use_v1=false", *ROUTING).json()
+    error = legacy["errors"][0]
+    assert error["path"] == "extra_context.rollout.routing"
+    assert error["message"].startswith("this run would validate it and never use it (servers, weight_sync and ")
+    assert "trainer.use_v1=false runs verl's legacy trainer" in error["message"]
+
+    from verl_ctx.integrations.verl.external._checks import verl_has_pool_switch
+
+    assert error["hint"].startswith("set trainer.use_v1=true and trainer.v1.trainer_mode=external_pool")
+    pool = run_cli("validate", *schemas, "trainer.v1.trainer_mode=external_pool", *ROUTING)
+    if verl_has_pool_switch():
+        assert len(legacy["errors"]) == 1
+        assert pool.code == 0, pool.err
+    else:
+        assert pool.code == 1
+        assert "the external_pool trainer needs verl >= 0.9.1" in pool.err
+        assert "upgrade verl (pip install 'verl>=0.9.1'), or drop extra_context.rollout.routing" in pool.err
+
+
+def test_verl_pool_switch_is_read_from_the_installed_verl() -> None:
+    """verl 0.9.1 added LLMServerManager.create_empty (the switch); 0.9.0 lacks it; read without importing verl."""
+    from importlib.metadata import version
+
+    from verl_ctx.integrations.verl.external._checks import verl_has_pool_switch
+
+    release = tuple(int(p) for p in version("verl").split(".")[:3])
+    assert verl_has_pool_switch() is (release >= (0, 9, 1))
+
+
+def test_errors_and_warnings_come_together_and_json_lists_roles(run_cli: Run, ctx_module: str) -> None:
+    """An invalid reward value and a critic context GRPO will not use: the error and the warning in one answer,
+    human and JSON, and the JSON's roles say which role runs and, for one that does not, verl's reason."""
+    args = ["-s", ctx_module, "algorithm.adv_estimator=grpo", "+extra_context.critic.value_clip=0.3"]
+    bad = "+extra_context.reward.judge.bogus=1"
+    human = run_cli("validate", *args, bad)
+    assert human.code == 1
+    assert "extra_context.reward.judge.bogus: unknown field" in human.err
+    assert "InactiveRoleWarning: [critic] a context is configured, but this run starts no critic" in human.err
+
+    body = run_cli("validate", "--format", "json", *args, bad).json()
+    assert body["valid"] is False
+    assert [e["path"] for e in body["errors"]] == ["extra_context.reward.judge.bogus"]
+    assert any("this run starts no critic" in w for w in body["warnings"])
+    assert body["roles"]["reward"] == {"active": True, "reason": None}
+    assert body["roles"]["critic"]["active"] is False
+    assert body["roles"]["critic"]["reason"].startswith("algorithm.adv_estimator=grpo does not use a critic")
+
+    good = run_cli("validate", "--format", "json", *args).json()
+    assert good["roles"]["critic"]["active"] is False
+    assert good["roles"]["reward"]["active"] is True
+    assert len(good["roles"]["reward"]["fingerprint"]) == 64
+
+
+def test_json_is_printed_on_a_usage_error_too(run_cli: Run) -> None:
+    """--format json answers in JSON on exit 2 as well: a CI job parses every outcome the same way."""
+    res = run_cli("validate", "--format", "json", "-s", "no_such_module_here")
+    assert res.code == 2
+    body = res.json()
+    assert (body["valid"], body["warnings"], body["roles"]) == (False, [], {})
+    assert body["errors"][0]["message"].startswith("usage error: ")
+    assert "no_such_module_here" in body["errors"][0]["message"]

@@ -18,7 +18,7 @@ from typing import Any, TypedDict, TypeVar
 import click
 
 from .._contextset import ContextSet
-from ..errors import ConfigError, ContextError, ContextValidationError, LaunchError
+from ..errors import ConfigError, ContextError, ContextValidationError, FieldError, LaunchError
 from . import _render as render
 
 __all__ = ["main"]
@@ -118,6 +118,8 @@ def _exits(fn: _F) -> _F:
             sys.exit(EXIT_USAGE)
         except ContextError as e:
             click.echo(render.bad(str(e)), err=True)
+            for note in getattr(e, "warnings", ()):  # _Invalid: the warnings raised with the errors
+                click.echo(render.warn(note), err=True)
             sys.exit(EXIT_INVALID)
         except KeyboardInterrupt:
             click.echo(render.bad("interrupted"), err=True)
@@ -189,6 +191,15 @@ class _Checked:
     warnings: list[str]
 
 
+class _Invalid(ContextValidationError):
+    """``ContextValidationError`` with the warnings validation raised before it (they are shown together)."""
+
+    def __init__(self, error: ContextValidationError, notes: list[str], config: Any) -> None:
+        super().__init__(error.errors, omitted=error.omitted)
+        self.warnings = notes
+        self.config = config
+
+
 def _composed(inputs: ConfigInputs) -> Any:
     from .._modules import import_modules
 
@@ -203,15 +214,53 @@ def _composed(inputs: ConfigInputs) -> Any:
     return compose_config(inputs.verl_args, config_file=inputs.config_file, entry=inputs.entry)
 
 
+def _unused_settings(config: Any, inputs: ConfigInputs) -> list[FieldError]:
+    """Settings validation accepts that this run would never read (verl's main_ppo only: a recipe's own trainer may)."""
+    if inputs.entry:
+        return []
+    from ..integrations.verl.external._checks import unused_routing
+
+    return unused_routing(config)
+
+
 def _validated(inputs: ConfigInputs) -> _Checked:
-    """Import the schema modules, compose the config as verl would, validate every role."""
+    """Import the schema modules, compose the config as verl would, validate every role.
+
+    Raises ``_Invalid`` with every error (the contexts' own and settings this run would not use) and the warnings.
+    """
     from .._validate import validate
 
     config = _composed(inputs)
+    unused = _unused_settings(config, inputs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        contexts = validate(config, overrides=[a for a in inputs.verl_args if not a.startswith("-")])
+        try:
+            contexts = validate(config, overrides=[a for a in inputs.verl_args if not a.startswith("-")])
+        except ContextValidationError as e:
+            error = ContextValidationError([*e.errors, *unused], omitted=e.omitted)
+            raise _Invalid(error, render.warning_texts(caught), config) from None
+    if unused:
+        raise _Invalid(ContextValidationError(unused), render.warning_texts(caught), config)
     return _Checked(config, contexts, render.warning_texts(caught))
+
+
+def _roles(config: Any, contexts: ContextSet | None) -> dict[str, Any]:
+    """Every registered role: whether this run starts it (and verl's reason when not), and its schema when valid."""
+    from .._registry import default_registry
+    from .._roles import inactive_roles
+
+    inactive = inactive_roles(config, default_registry.roles())
+    summary = render.roles_summary(contexts) if contexts is not None else {}
+    return {
+        role: {"active": role not in inactive, "reason": inactive.get(role), **summary.get(role, {})}
+        for role in default_registry.roles()
+    }
+
+
+def _print_invalid(error: _Invalid) -> None:
+    click.echo(render.bad(str(error)), err=True)
+    for note in error.warnings:
+        click.echo(render.warn(note), err=True)
 
 
 @cli.command(
@@ -224,15 +273,25 @@ def _validated(inputs: ConfigInputs) -> _Checked:
 def validate(inputs: ConfigInputs, fmt: str) -> None:
     try:
         checked = _validated(inputs)
-    except ContextValidationError as e:
+    except _Invalid as e:
         if fmt == "json":
-            render.emit_json({"valid": False, "errors": [render.error_dict(x) for x in e.errors], "warnings": []})
+            errors = [render.error_dict(x) for x in e.errors]
+            render.emit_json(
+                {"valid": False, "errors": errors, "warnings": e.warnings, "roles": _roles(e.config, None)}
+            )
         else:
-            click.echo(render.bad(str(e)), err=True)
+            _print_invalid(e)
         sys.exit(EXIT_INVALID)
+    except ConfigError as e:
+        if fmt != "json":
+            raise
+        usage = {"role": None, "path": None, "message": f"usage error: {e}", "input": None, "hint": None}
+        render.emit_json({"valid": False, "errors": [usage], "warnings": [], "roles": {}})
+        sys.exit(EXIT_USAGE)
     summary = render.roles_summary(checked.contexts)
     if fmt == "json":
-        render.emit_json({"valid": True, "errors": [], "warnings": checked.warnings, "roles": summary})
+        roles = _roles(checked.config, checked.contexts)
+        render.emit_json({"valid": True, "errors": [], "warnings": checked.warnings, "roles": roles})
         return
     for note in checked.warnings:
         click.echo(render.warn(note), err=True)
@@ -403,8 +462,8 @@ def run(
     workers = _workers(worker_specs)
     try:
         checked = _validated(inputs)
-    except ContextValidationError as e:
-        click.echo(render.bad(str(e)), err=True)
+    except _Invalid as e:
+        _print_invalid(e)
         click.echo("nothing was launched", err=True)
         sys.exit(EXIT_INVALID)
     for note in checked.warnings:

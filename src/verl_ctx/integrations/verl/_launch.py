@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..._contextset import ContextSet
-from ...errors import ContextError, LaunchError
+from ...errors import ContextError, ContextValidationError, LaunchError
 from ._binding import WORKER_CLASS_ROLES
 from ._config_channel import bind_config
 from ._entry import VERL_ENTRY, EntryPoint, entry_point
 from ._preflight import preflight
 from ._runners import make_task_runner
 from ._store import DEFAULT_OFFLOAD_BYTES, offload
+from .external._checks import unused_routing
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -225,6 +226,9 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
     """
     recipe = _recipe_entry(options)
     if recipe is None:
+        unused = unused_routing(config)  # what `verl-ctx validate` refuses, for a launch from Python
+        if unused:
+            raise ContextValidationError(unused)
         check_launch(config)
         started = init_ray(config)
         try:

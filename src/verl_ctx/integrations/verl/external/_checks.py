@@ -6,15 +6,25 @@ anything starts. ``ExternalPoolTrainer`` runs it again inside the TaskRunner bef
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 from ...._decode import decode
-from ...._registry import default_registry
+from ...._registry import ContextRegistry, default_registry
 from ...._schema import RoleContext
-from ....errors import ConfigError, MissingContextError
+from ....errors import ConfigError, FieldError, MissingContextError
 from ._routing import ExternalRouting
 
-__all__ = ["DISK_BACKEND", "DISK_ENGINE_MODULE", "TRAINER_MODE", "check_external_pool", "routing_from"]
+__all__ = [
+    "DISK_BACKEND",
+    "DISK_ENGINE_MODULE",
+    "TRAINER_MODE",
+    "check_external_pool",
+    "routing_from",
+    "unused_routing",
+    "verl_has_pool_switch",
+]
 
 #: ``trainer.v1.trainer_mode`` that selects ``ExternalPoolTrainer``.
 TRAINER_MODE = "external_pool"
@@ -102,3 +112,80 @@ def check_external_pool(config: Any, routing: ExternalRouting) -> None:
             + "\n".join(f"  - {p}" for p in problems)
             + "\nNothing was started."
         )
+
+
+#: verl's own v1 trainer modes: none of them routes rollout to servers started outside the job.
+_VERL_MODES = ("sync", "colocate_async", "separate_async")
+_TRAINER_MODULE = "verl_ctx.integrations.verl.external.trainer"
+
+
+def verl_has_pool_switch() -> bool | None:
+    """Whether the installed verl can leave local rollout replicas out (0.9.1's ``LLMServerManager.create_empty``).
+
+    Read from verl's source file, not imported: ``validate`` answers in well under a second, without torch.
+    ``None`` when verl is not installed here.
+    """
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    source = Path(next(iter(spec.submodule_search_locations)), "workers", "rollout", "llm_server.py")
+    try:
+        return "def create_empty" in source.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def _routes_externally(registry: ContextRegistry) -> bool:
+    schema = registry.get("rollout")
+    field = schema.model_fields.get("routing") if schema is not None else None
+    annotation = getattr(field, "annotation", None)
+    return isinstance(annotation, type) and issubclass(annotation, ExternalRouting)
+
+
+def unused_routing(config: Any, *, registry: ContextRegistry | None = None) -> list[FieldError]:
+    """The external-pool settings this run would validate and then never use, each naming the key that uses them.
+
+    A rollout context's ``routing`` (servers, ``weight_sync``, ``max_staleness``) is read only by the
+    ``external_pool`` trainer; verl's legacy trainer and its own v1 modes start local replicas and route nothing to
+    the pool, and verl 0.9.0 cannot leave local replicas out at all. A trainer mode verl-ctx does not know (a
+    recipe's own trainer) may read it: not judged. Only a whole verl config (``trainer``, ``actor_rollout_ref``) with
+    ``extra_context.rollout.routing`` set is judged.
+    """
+    registry = default_registry if registry is None else registry
+    routing = _get(config, "extra_context.rollout.routing")
+    if routing is None or _get(config, "actor_rollout_ref") is None or not _routes_externally(registry):
+        return []
+    path = "extra_context.rollout.routing"
+    use = (
+        f"set trainer.use_v1=true and trainer.v1.trainer_mode={TRAINER_MODE} and import its trainer in the "
+        f"TaskRunner (`verl-ctx run --import {_TRAINER_MODULE}`), or drop {path}"
+    )
+    ignored = "this run would validate it and never use it (servers, weight_sync and max_staleness ignored)"
+    problems: list[tuple[str, str]] = []
+    if not _get(config, "trainer.use_v1", True):
+        problems.append(
+            (
+                f"{ignored}: trainer.use_v1=false runs verl's legacy trainer, which always starts local rollout "
+                "replicas and routes nothing to the pool",
+                use,
+            )
+        )
+    else:
+        mode = str(_get(config, "trainer.v1.trainer_mode", "sync")).split("+", 1)[0]
+        if mode in _VERL_MODES:
+            problems.append(
+                (
+                    f"{ignored}: trainer.v1.trainer_mode={mode} is verl's own trainer, which starts local rollout "
+                    "replicas and routes nothing to the pool",
+                    use,
+                )
+            )
+    if verl_has_pool_switch() is False:
+        problems.append(
+            (
+                f"the {TRAINER_MODE} trainer needs verl >= 0.9.1: this verl always starts rollout replicas on the "
+                "training GPUs (no LLMServerManager.create_empty)",
+                f"upgrade verl (pip install 'verl>=0.9.1'), or drop {path}",
+            )
+        )
+    return [FieldError(role="rollout", path=path, message=m, hint=h) for m, h in problems]
