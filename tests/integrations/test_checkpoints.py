@@ -61,8 +61,9 @@ def contexts(critic: RoleContext, secret: str = SECRET) -> ContextSet:
     return ContextSet({"critic": critic, "reward": RewardContext(judge=Judge(api_key=SecretStr(secret)))})
 
 
-def drive(trainer_cls: type, config: Any, save_at: tuple[int, ...] = ()) -> dict[str, Any]:
-    """In a Ray worker: verl's _load_checkpoint (as trainer setup calls it), then _save_checkpoint at each step."""
+def drive(trainer_cls: type, config: Any, save_at: tuple[int, ...] = (), builds: bool = False) -> dict[str, Any]:
+    """In a Ray worker: verl's _load_checkpoint (as trainer setup calls it), then _save_checkpoint at each step;
+    with ``builds``, the method that builds the worker groups instead (v1 ``init``, legacy ``init_workers``)."""
     from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]
 
     class WorkerGroup:  # stands for actor_rollout_wg / critic_wg: the real ones run FSDP/Megatron on GPUs
@@ -84,6 +85,8 @@ def drive(trainer_cls: type, config: Any, save_at: tuple[int, ...] = ()) -> dict
         from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
 
         trainer.checkpoint_callback = build_checkpoint_callback(config)
+    if builds:  # the trainer here has no tokenizer, datasets or pools: only a refusal returns before those are used
+        getattr(trainer, "init" if bool(config.trainer.use_v1) else "init_workers")()
     trainer._load_checkpoint()
     resumed_at = trainer.global_steps
     for step in save_at:
@@ -108,7 +111,9 @@ def launch(ray_cluster: None, verl_config: Any, tmp_path: Path, path: str) -> An
 
     remote = ray.remote(drive)
 
-    def _launch(launched: ContextSet, *, accept: bool = False, save_at: tuple[int, ...] = ()) -> dict[str, Any]:
+    def _launch(
+        launched: ContextSet, *, accept: bool = False, save_at: tuple[int, ...] = (), builds: bool = False
+    ) -> dict[str, Any]:
         from omegaconf import open_dict
 
         config = copy.deepcopy(verl_config)
@@ -135,7 +140,7 @@ def launch(ray_cluster: None, verl_config: Any, tmp_path: Path, path: str) -> An
             assert trainer_cls is not main_ppo_v0.RayPPOTrainer
         assert issubclass(trainer_cls, ContextCheckpointMixin)
         assert set(bound_envelopes(trainer_cls)) == {"critic"}  # the reward's is in the config, by reference
-        return dict(ray.get(remote.remote(trainer_cls, config, save_at)))
+        return dict(ray.get(remote.remote(trainer_cls, config, save_at, builds)))
 
     return _launch
 
@@ -218,6 +223,63 @@ def test_resume_from_an_older_schema_version_migrates(launch: Any, tmp_path: Pat
     assert f"migrated to {__name__}:CriticV2 v2" in note
     with pytest.raises(ContextChangedError, match=r"\[critic\] value_clip: 0\.3 -> 0\.4"):
         launch(contexts(CriticV2(value_clip=0.4)))  # resumes from step 3, saved as v2 already
+
+
+def test_the_trainer_compares_before_it_builds_any_worker_group(launch: Any, tmp_path: Path) -> None:
+    """In the trainer, a changed resume is refused as it starts building worker groups (v1 init, legacy
+    init_workers), not after every group has loaded its model (verl's _load_checkpoint)."""
+    launch(contexts(CriticV1(clip=0.3)), save_at=(2,))
+    with pytest.raises(ContextChangedError, match=r"\[critic\] clip: 0\.3 -> 0\.5"):
+        launch(contexts(CriticV1(clip=0.5)), builds=True)  # verl's own init would fail at once on this stand-in
+    _, history = _saved(tmp_path / "run", 2)
+    assert [e.get("result") for e in history] == [None, "refused: contexts changed"]
+
+
+def _saved_run(run: Path, saved: ContextSet) -> Any:
+    """A run directory whose latest checkpoint (step 2) holds ``saved``, as the trainer writes it; its config."""
+
+    from verl_ctx.integrations.verl._checkpoint import Snapshot
+
+    Snapshot.of(dict(saved)).write(run / "global_step_2", global_step=2)
+    (run / "latest_checkpointed_iteration.txt").write_text("2")
+    return run
+
+
+def test_a_changed_resume_is_refused_before_ray_starts(verl_config: Any, tmp_path: Path) -> None:
+    """launch() compares the checkpoint's contexts with its own before anything starts: a change not accepted is
+    ContextChangedError (recorded) before verl's own pre-launch check, which this config fails, and so before Ray;
+    accepted, the launch goes on to that check; a rehearsal is refused alike and records nothing."""
+    import ray
+    from omegaconf import open_dict
+
+    from verl_ctx.errors import LaunchError
+    from verl_ctx.integrations.verl import launch, rehearse
+    from verl_ctx.integrations.verl._checkpoint import accept_context_change
+
+    run = tmp_path / "run"
+    _saved_run(run, contexts(CriticV1(clip=0.3)))
+    config = copy.deepcopy(verl_config)
+    with open_dict(config):
+        config.trainer.default_local_dir = str(run)
+        config.trainer.resume_mode = "auto"
+    was_up = ray.is_initialized()  # another test's cluster may be up; this test starts none
+    with pytest.raises(ContextChangedError, match=r"\[critic\] clip: 0\.3 -> 0\.5") as caught:
+        launch(copy.deepcopy(config), contexts(CriticV1(clip=0.5), secret=OTHER_SECRET))
+    assert ray.is_initialized() == was_up
+    assert '[reward] judge.api_key: "**********" -> "**********" (secret changed)' in caught.value.changes
+    assert OTHER_SECRET not in str(caught.value)
+    _, history = _saved(run, 2)
+    assert [e.get("result") for e in history] == ["refused: contexts changed"]
+
+    with pytest.raises(ContextChangedError):
+        rehearse(copy.deepcopy(config), contexts(CriticV1(clip=0.5)))
+    assert len(_saved(run, 2)[1]) == 1, "a rehearsal leaves the checkpoint's history alone"
+    assert ray.is_initialized() == was_up
+
+    accept_context_change(config)
+    with pytest.raises(LaunchError, match="verl's pre-launch check failed"):  # past the resume check: verl's own
+        launch(config, contexts(CriticV1(clip=0.5)))
+    assert ray.is_initialized() == was_up
 
 
 def wandb_run_config(run_file: Path) -> dict[str, Any]:

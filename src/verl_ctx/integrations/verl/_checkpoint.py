@@ -10,7 +10,8 @@ Beside verl's own files, in ``<trainer.default_local_dir>/global_step_N/``::
 
 The trainer writes them before verl's own save, so ``latest_checkpointed_iteration.txt`` (written last by
 verl) never names a step without them. On resume (``trainer.resume_mode=auto|resume_path``) the checkpoint's
-contexts are compared with the launch's before any weights are loaded: the same, nothing happens; an older
+contexts are compared with the launch's before anything starts (``check_resume_before_start`` on the driver, before
+Ray; the trainer again as it starts building worker groups, before any model loads): the same, nothing happens; an older
 schema version is migrated (through ``decode``) and said so; any changed value, role or fingerprint stops the
 run with ``ContextChangedError`` unless the config sets ``verl_ctx_accept_change=true``
 (``+verl_ctx_accept_change=true``); both outcomes are recorded in the checkpoint's history.
@@ -62,8 +63,10 @@ __all__ = [
     "ContextCheckpointMixin",
     "Snapshot",
     "accept_context_change",
+    "check_resume_before_start",
     "compare_snapshots",
     "compare_with_launch",
+    "early_resume_methods",
     "find_saved",
 ]
 
@@ -569,6 +572,26 @@ class _RunContexts:
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         return {"event": event, "time": now, "roles": roles, **more}
 
+    def refuse_changed(self, folder: str, *, accept: bool, record: bool = True) -> None:
+        """Raise ``ContextChangedError`` (recorded in the checkpoint's history with ``record``) when the checkpoint's
+        contexts differ from these and the change is not accepted; nothing else: the trainer records the resume."""
+        if not (Path(folder) / DIR_NAME / ENVELOPES_FILE).is_file():
+            return
+        _, found, entry = self._compared(folder)
+        if found.changes and not accept:
+            if record:
+                _append_history(folder, {**entry, "result": "refused: contexts changed"})
+            raise _changed_error(folder, found)
+
+    def _compared(self, folder: str) -> tuple[Snapshot, Comparison, dict[str, Any]]:
+        saved = Snapshot.read(folder)
+        found = compare_with_launch(saved, self.contexts)
+        result = "changed" if found.changes else "migrated" if found.migrated else "same"
+        entry = self._event(
+            "resumed", source=folder, result=result, changes=found.listing(MAX_CHANGES), migrated=list(found.migrated)
+        )
+        return saved, found, entry
+
     def resume_from(self, folder: str, *, accept: bool) -> None:
         if not (Path(folder) / DIR_NAME / ENVELOPES_FILE).is_file():
             print(
@@ -578,14 +601,9 @@ class _RunContexts:
             )
             self.snapshot.history.append(self._event("resumed", source=folder, result="no saved contexts"))
             return
-        saved = Snapshot.read(folder)
-        found = compare_with_launch(saved, self.contexts)
+        saved, found, entry = self._compared(folder)
         for line in found.migrated:
             print(f"verl-ctx: {line} (the checkpoint's context, to compare it with this launch's)", flush=True)
-        result = "changed" if found.changes else "migrated" if found.migrated else "same"
-        entry = self._event(
-            "resumed", source=folder, result=result, changes=found.listing(MAX_CHANGES), migrated=list(found.migrated)
-        )
         if found.changes and not accept:
             _append_history(folder, {**entry, "result": "refused: contexts changed"})
             raise _changed_error(folder, found)
@@ -636,12 +654,56 @@ def _save_contexts(trainer: Any) -> None:
     _run_contexts(trainer).snapshot.write(step_dir, global_step=int(trainer.global_steps))
 
 
+def check_resume_before_start(config: Any, contexts: Mapping[str, RoleContext], *, record: bool = True) -> None:
+    """The resume check, from the checkpoint folder and the launch's contexts alone, before anything starts.
+
+    ``launch`` runs it on the driver before Ray (and ``rehearse`` without ``record``): a resume that would be refused
+    costs seconds, not a Ray start, worker groups and a model load. The trainer compares again when verl loads the
+    checkpoint (for a runner verl-ctx did not launch) and records the resume in the checkpoint's history.
+    """
+    folder = resume_folder(config)
+    if folder is not None:
+        _RunContexts(dict(contexts)).refuse_changed(folder, accept=accepts_change(config), record=record)
+
+
 def _check_resume(trainer: Any) -> None:
+    if trainer.__dict__.get(_RESUME_CHECKED):
+        return  # compared before the trainer built its worker groups (early_resume_methods)
+    trainer.__dict__[_RESUME_CHECKED] = True
     folder = resume_folder(trainer.config)
     if folder is not None:
         _run_contexts(trainer).resume_from(folder, accept=accepts_change(trainer.config))
     elif (trainer.config.trainer.get("save_freq") or -1) > 0:
         _run_contexts(trainer)  # a schema that cannot be imported here fails now, not at the first save
+
+
+_RESUME_CHECKED = "_verl_ctx_resume_checked"
+#: The trainer method that builds the worker groups: v1 ``PPOTrainer.init`` (``_setup``), legacy ``init_workers``.
+_BUILDS_WORKERS = ("init", "init_workers")
+
+
+def early_resume_methods(trainer_cls: type) -> dict[str, Any]:
+    """Wrappers of ``trainer_cls``'s worker-building method that compare contexts with the checkpoint first.
+
+    verl loads the checkpoint (``_load_checkpoint``) after every worker group is built and has loaded its model;
+    comparing there means a refused resume costs a model load on GPUs. The contexts and the folder are known when
+    the trainer starts building, so the comparison (and the resume's record) happens then, once.
+    """
+    out: dict[str, Any] = {}
+    for name in _BUILDS_WORKERS:
+        builds = getattr(trainer_cls, name, None)
+        if callable(builds):
+            out[name] = _checked_first(builds)
+    return out
+
+
+def _checked_first(builds: Any) -> Any:
+    @functools.wraps(builds)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_resume(self)
+        return builds(self, *args, **kwargs)
+
+    return wrapper
 
 
 class ContextCheckpointMixin:

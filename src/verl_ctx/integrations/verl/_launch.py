@@ -12,6 +12,9 @@ TaskRunner. ``launch`` does the same with a bound TaskRunner, in steps a recipe'
    large or secret-holding ones, which is why Ray starts before);
 4. ``run_ppo(config, task_runner_class=runner)``, verl's own.
 
+Before all of them, a resume (``trainer.resume_mode``) is compared with the checkpoint's saved contexts
+(``check_resume_before_start``): a change not accepted stops the launch before Ray starts.
+
 With ``entry="recipe.x.main_x"`` (``verl-ctx run -m``) steps 1 and 4 are the recipe's own: its ``@hydra.main``
 function is called with the config, its TaskRunners bound (``_recipe_main``); Ray is started first only when a
 context must wait in the store.
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ..._contextset import ContextSet
 from ...errors import ContextError, ContextValidationError, LaunchError
 from ._binding import WORKER_CLASS_ROLES
+from ._checkpoint import check_resume_before_start
 from ._config_channel import bind_config
 from ._entry import VERL_ENTRY, EntryPoint, entry_point
 from ._preflight import preflight
@@ -225,6 +229,7 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
     ``entry``, what ``python -m ENTRY`` does, with the recipe's own TaskRunners bound.
     """
     recipe = _recipe_entry(options)
+    check_resume_before_start(config, contexts)  # a refused resume costs seconds: before Ray, workers and weights
     if recipe is None:
         unused = unused_routing(config)  # what `verl-ctx validate` refuses, for a launch from Python
         if unused:
@@ -266,6 +271,7 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
         config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
         config.trainer.logger = ["console"]
         config.data.dataloader_num_workers = 0
+    check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
     if recipe is None:
         check_launch(config)  # a recipe's main runs its own checks
     _check_cpus(config)

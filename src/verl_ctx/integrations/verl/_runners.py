@@ -41,7 +41,7 @@ from ._binding import (
     is_bound,
     resolve_worker_classes,
 )
-from ._checkpoint import ContextCheckpointMixin, checkpoint_methods
+from ._checkpoint import ContextCheckpointMixin, checkpoint_methods, early_resume_methods
 
 __all__ = [
     "ContextTaskRunnerMixin",
@@ -386,6 +386,8 @@ def bound_trainer_cls(
                 trainer_cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
 
             attrs["__init__"] = __init__
+    if rehearsal is None:  # a rehearsal never resumes: it leaves a checkpoint's history alone
+        attrs.update(early_resume_methods(trainer_cls))
     if swappable:
         return carrying(trainer_cls, envelopes, **attrs, **checkpoint_methods(trainer_cls))
     return carrying(trainer_cls, envelopes, mixins=(ContextTrainerMixin, ContextCheckpointMixin), **attrs)
