@@ -269,3 +269,24 @@ def test_json_is_printed_on_a_usage_error_too(run_cli: Run) -> None:
     assert (body["valid"], body["warnings"], body["roles"]) == (False, [], {})
     assert body["errors"][0]["message"].startswith("usage error: ")
     assert "no_such_module_here" in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("critc=my_ctx:CriticContext", "--worker critc=...: unknown slot; use one of "),
+        ("critic=my_ctxx:CriticWorker", "--worker critic=my_ctxx:CriticWorker: cannot import my_ctxx: No module named"),
+        ("critic=my_ctx:CriticContex", "--worker critic=my_ctx:CriticContex: my_ctx has no CriticContex; did you mean"),
+    ],
+)
+def test_a_misspelt_worker_is_told_before_torch_or_ray_is_imported(
+    run_cli: Run, ctx_module: str, write: Callable[[str, str], Path], tmp_path: Path, spec: str, message: str
+) -> None:
+    """A --worker slot, module or class that does not exist is a usage error at once: judged from the source,
+    before the contexts are validated and before verl's workers (torch) or Ray are imported (here they cannot be)."""
+    hide = write("hide_torch/sitecustomize.py", "import sys\nsys.modules['torch'] = None\n").parent
+    env = {"PYTHONPATH": f"{hide}{os.pathsep}{tmp_path}"}
+    res = run_cli("run", "-s", ctx_module, "--worker", spec, "+extra_context.critic.value_clip=0", env=env)
+    assert res.code == 2, (res.out, res.err)
+    assert message in res.err
+    assert "Traceback" not in res.err

@@ -394,6 +394,7 @@ def schema_envelope(out_file: str) -> None:
 
 
 def _workers(specs: tuple[str, ...]) -> dict[str, str]:
+    """``--worker`` values by slot, each judged first without importing verl, torch or the recipe (see below)."""
     out = {}
     for spec in specs:
         slot, sep, target = spec.partition("=")
@@ -401,8 +402,58 @@ def _workers(specs: tuple[str, ...]) -> dict[str, str]:
             raise ConfigError(
                 f"--worker {spec}: expected SLOT=MODULE:CLASS, e.g. critic=my_recipe.workers:CriticWorker"
             )
+        _findable(slot, target)
         out[slot] = target
     return out
+
+
+def _findable(given: str, target: str) -> None:
+    """A slot verl has, a module that exists and a class its source defines, judged in milliseconds.
+
+    The full check (``resolve_worker_classes``: the class derives from what the slot runs) imports the recipe's module
+    and verl's workers, torch included (10-30 s on a small machine); a misspelt slot, module or class is told first.
+    """
+    import ast
+    import difflib
+    import importlib.util
+
+    from ..integrations.verl._binding import HOSTED_ROLES, slot_name
+
+    slot = slot_name(given)
+    if slot not in HOSTED_ROLES:
+        close = difflib.get_close_matches(slot, HOSTED_ROLES, n=1)
+        raise ConfigError(
+            f"--worker {slot}=...: unknown slot; use one of {', '.join(sorted(HOSTED_ROLES))} (verl's roles)"
+            + (f"; did you mean {close[0]!r}?" if close else "")
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        spec = importlib.util.find_spec(module_name) if module_name else None
+    except (ImportError, ValueError) as e:  # a parent package that is missing, or an empty name part
+        raise ConfigError(f"--worker {slot}={target}: cannot import {module_name}: {e}") from None
+    if spec is None:
+        raise ConfigError(f"--worker {slot}={target}: cannot import {module_name}: No module named {module_name!r}")
+    if not (attr and spec.origin and spec.origin.endswith(".py")):
+        return  # an extension module, a namespace package: the full check imports it
+    try:
+        tree = ast.parse(Path(spec.origin).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return  # the import in the full check reports it as Python does
+    names: set[str] = set()  # every name the file binds anywhere: more than its top level, never less
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                return  # names from elsewhere: not known without importing
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    head = attr.split(".")[0]
+    if head not in names and "__getattr__" not in names:
+        close = difflib.get_close_matches(head, sorted(names), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"--worker {slot}={target}: {module_name} has no {attr}{hint}")
 
 
 @cli.command(
