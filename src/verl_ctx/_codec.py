@@ -18,6 +18,7 @@ Two things msgpack would get wrong are carried in extension types:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import enum
@@ -32,7 +33,8 @@ from pathlib import PurePath
 from typing import Any
 
 import msgspec
-from pydantic import BaseModel, SecretBytes, SecretStr
+from pydantic import BaseModel
+from pydantic.types import _SecretBase
 from pydantic_core import PydanticSerializationError, SchemaValidator, to_jsonable_python
 
 from ._compiled import encoder_for, encoders
@@ -116,8 +118,10 @@ def _enc_hook(obj: Any) -> Any:
         return _model_dict(obj, plan)
     if isinstance(obj, BaseModel):
         return _model_dict(obj, _plan(type(obj)))
-    if isinstance(obj, (SecretStr, SecretBytes)):
+    if isinstance(obj, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[T] (checked at class creation)
         return obj.get_secret_value()  # the worker needs the secret itself; it is never logged
+    if isinstance(obj, collections.deque):
+        return list(obj)  # items as they are: pydantic's JSON form would turn a secret in it into stars
     if isinstance(obj, PurePath):
         return str(obj)
     try:
@@ -166,8 +170,10 @@ def _prepare_all(value: Any) -> Any:
         return {
             k: _prepare_all(v) for k, v in _model_dict(value, _plans.get(type(value)) or _plan(type(value))).items()
         }
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (list, tuple, set, frozenset, collections.deque)):
         return [_prepare_all(v) for v in value]
+    if isinstance(value, _SecretBase):
+        return _prepare_all(value.get_secret_value())
     if isinstance(value, dict):
         return {
             (str(k) if isinstance(k, int) and not _INT_MIN <= k <= _INT_MAX else k): _prepare_all(v)

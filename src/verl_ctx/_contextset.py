@@ -14,6 +14,7 @@ from pydantic.types import _SecretBase  # SecretStr's, SecretBytes' and Secret[T
 from ._envelope import encode
 from ._field_errors import plain
 from ._schema import RoleContext
+from ._secret_schema import holds_secret_at
 
 __all__ = ["ContextSet", "Provenance", "Source", "holds_secret"]
 
@@ -81,11 +82,16 @@ class ContextSet(Mapping[str, RoleContext]):
 def holds_secret(value: Any, depth: int = 0) -> bool:
     """Whether a secret value is anywhere in ``value`` (an instance, not a type: ``None`` secrets do not count).
 
-    Models, dataclasses (stdlib and pydantic), mappings and collections are walked; past ``MAX_SECRET_DEPTH`` the
-    answer is yes, so a value too deep to look through is handled as secret, never shown or sent inline.
+    A model is first asked at the paths its schema can hold a secret at (``_secret_schema``, derived once per
+    class from its core schema: any depth, any container pydantic validates). Then the value itself is walked, for
+    secrets the schema cannot name (an ``Any`` field, extra fields): models, dataclasses (stdlib and pydantic),
+    mappings and collections; past ``MAX_SECRET_DEPTH`` the answer is yes, so a value too deep to look through is
+    handled as secret, never shown or sent inline.
     """
     if isinstance(value, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[...]
         return True
+    if depth == 0 and isinstance(value, BaseModel) and holds_secret_at(value, type(value)):
+        return True  # a path its schema marks secret holds a value: whatever the depth or the container
     if depth > MAX_SECRET_DEPTH:
         return True
     if isinstance(value, BaseModel):

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from ._registry import ContextRegistry, default_registry, qualified_name
+from ._secret_schema import check_carried
 from .errors import SchemaDefinitionError
 
 __all__ = ["KNOWN_ROLES", "Migration", "RoleContext", "migration"]
@@ -91,6 +92,7 @@ class RoleContext(BaseModel):
             cls.__verl_ctx_compiled__ = compiled
         cls.__verl_ctx_version__ = version
         cls.__verl_ctx_migrations__ = _collect_migrations(cls, version)
+        _check_secrets_carried(cls)
         if role is None:
             cls.__verl_ctx_roles__ = ()
             return
@@ -110,7 +112,7 @@ class RoleContext(BaseModel):
         from ._compiled import forget
 
         try:
-            return super().model_rebuild(
+            rebuilt = super().model_rebuild(
                 force=force,
                 raise_errors=raise_errors,
                 _parent_namespace_depth=_parent_namespace_depth + 1,  # this frame sits between the caller and pydantic
@@ -118,6 +120,8 @@ class RoleContext(BaseModel):
             )
         finally:
             forget(cls)
+        _check_secrets_carried(cls)
+        return rebuilt
 
     @classmethod
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -125,6 +129,15 @@ class RoleContext(BaseModel):
         for key in ("role", "version", "registry", "compiled"):
             kwargs.pop(key, None)
         super().__init_subclass__(**kwargs)
+
+
+def _check_secrets_carried(cls: type[BaseModel]) -> None:
+    """A schema holding a secret the encoder cannot carry as itself is refused here, not seen as stars later."""
+    if not cls.__pydantic_complete__:  # a forward reference not yet defined: checked again by model_rebuild
+        return
+    why = check_carried(cls)
+    if why is not None:
+        raise SchemaDefinitionError(f"{qualified_name(cls)} cannot carry a secret it declares: {why}")
 
 
 def _check_roles(cls: type, role: object) -> tuple[str, ...]:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import base64
+import collections
+import datetime as dt
 import pickle
 import traceback
 from typing import Any
 
 import msgspec
 import pytest
-from pydantic import BaseModel, Field, SecretBytes, SecretStr, create_model
+from pydantic import BaseModel, Field, Secret, SecretBytes, SecretStr, create_model
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
-from verl_ctx.errors import ContextError, ContextValidationError, SchemaMismatchError
+from verl_ctx.errors import ContextError, ContextValidationError, SchemaDefinitionError, SchemaMismatchError
 
 SECRET = "sk-live-4f8a1c"
 
@@ -258,3 +260,91 @@ def test_a_checkpoint_of_a_dataclass_secret_holds_it_in_no_file(reg: ContextRegi
     for path in written:
         _assert_clean(path.read_text(errors="replace"))
         assert SECRET.encode().hex() not in path.read_text(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        (collections.deque[SecretStr], [SECRET]),
+        (collections.deque[SecretBytes], [SECRET.encode()]),
+        (Secret[str], SECRET),
+        (Secret[int], 4242424242),
+        (dict[str, Secret[bytes]], {"k": SECRET.encode()}),
+        (tuple[int, collections.deque[Secret[str]]], (1, [SECRET])),
+    ],
+    ids=["deque[SecretStr]", "deque[SecretBytes]", "Secret[str]", "Secret[int]", "dict of Secret[bytes]", "nested"],
+)
+def test_every_secret_shape_reaches_the_worker_as_itself_never_as_stars(
+    reg: ContextRegistry, annotation: Any, value: Any
+) -> None:
+    """deque[SecretStr], pydantic.Secret[T] and the like decode to the secret the driver held, never to stars."""
+    model: Any = create_model(
+        "Shape", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": reg}, x=annotation
+    )
+    ctx = model.model_validate({"x": value})
+    decoded = decode(encode(ctx), model)
+    assert decoded == ctx  # secrets compare by their secret values
+    assert "**********" not in repr(_reveal(dict(decoded)["x"]))
+
+
+def _reveal(value: Any) -> Any:
+    if hasattr(value, "get_secret_value"):
+        return _reveal(value.get_secret_value())
+    if isinstance(value, dict):
+        return {_reveal(k): _reveal(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, collections.deque)):
+        return [_reveal(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [Secret[list[int]], Secret[dict[str, str]], list[Secret[dt.datetime]]],
+    ids=["Secret[list]", "Secret[dict]", "Secret[datetime]"],
+)
+def test_a_secret_the_encoder_cannot_carry_is_refused_when_the_class_is_declared(
+    reg: ContextRegistry, annotation: Any
+) -> None:
+    """A secret whose value would not travel as itself is a SchemaDefinitionError at class creation, naming it."""
+    with pytest.raises(SchemaDefinitionError, match=r"x(\[\*\])?: pydantic.Secret of a '\w+' value"):
+        create_model("Lossy", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": reg}, x=annotation)
+
+
+def test_which_paths_hold_a_secret_is_read_from_the_schema_at_any_depth(reg: ContextRegistry) -> None:
+    """Models, dataclasses, TypedDicts, containers, unions and recursion: every path a secret can sit at is found,
+    and a context whose secret sits deeper than a value walk looks still holds a secret."""
+    import dataclasses
+
+    from typing_extensions import TypedDict
+
+    from verl_ctx._contextset import MAX_SECRET_DEPTH, holds_secret
+    from verl_ctx._secret_schema import secret_plan
+
+    @dataclasses.dataclass
+    class Key:
+        key: SecretStr
+
+    class Keys(TypedDict):
+        by_name: dict[str, Key]
+
+    class Node(BaseModel):
+        children: list[Node] = Field(default_factory=list)
+        token: Secret[str] | None = None
+
+    class Holder(RoleContext, role="critic", registry=reg):
+        keys: Keys | None = None
+        tree: Node = Node()
+        pairs: tuple[int, SecretBytes] | None = None
+        plain: list[int] = Field(default_factory=list)
+
+    assert set(secret_plan(Holder).paths) == {
+        "keys.by_name{*}.key",
+        "tree.children[*].**",
+        "tree.token",
+        "pairs[1]",
+    }
+    deep = Node(token=SECRET)
+    for _ in range(MAX_SECRET_DEPTH):
+        deep = Node(children=[deep])
+    assert holds_secret(Holder(tree=deep))
+    assert not holds_secret(Holder(plain=[1, 2]))

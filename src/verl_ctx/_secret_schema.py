@@ -1,0 +1,345 @@
+"""Which paths of a schema can hold a secret, read once per class from its pydantic core schema.
+
+Whether a context can hold a secret is a property of its type, not of the values one instance happens to hold:
+a ``SecretStr``, ``SecretBytes`` or ``pydantic.Secret[T]`` reachable from the model through nested models, stdlib
+and pydantic dataclasses, TypedDicts, lists, tuples, sets, deques, dicts (keys and values), unions and optionals,
+at any depth, recursive models included. The core schema is what pydantic itself validates with, so what is found
+here is what a value can be, however the annotation was spelled (``Annotated``, aliases, generics, forward refs).
+
+Each secret is found with the node types above it. The encoder (``_codec``) carries a secret as its plain value
+only through the node types in ``_CARRIED``; a secret below any other node (a custom type's own schema, a
+``Secret`` wrapping something else than a scalar) would reach ``to_jsonable_python`` and travel as
+``'**********'``, so such a schema is refused where it is declared (``check_carried``, called at class creation),
+never discovered as stars on the worker.
+
+Paths read like the decoder's: ``judge.api_key``, ``keys[*]``, ``by_name{*}`` (a dict's values), ``by_key{key}``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+import pydantic.types
+from pydantic import BaseModel
+from pydantic.types import _SecretBase
+
+__all__ = ["SecretPlan", "check_carried", "holds_secret_at", "secret_plan"]
+
+# The serializers pydantic gives its secret types: _serialize_secret_field for SecretStr/SecretBytes (and their
+# subclasses), _serialize_secret for Secret[T] and its subclasses. A node carrying one is a secret.
+_FIELD_SECRET = getattr(pydantic.types, "_serialize_secret_field", None)
+_GENERIC_SECRET = getattr(pydantic.types, "_serialize_secret", None)
+
+# Node types the encoder walks with their values intact (models and dataclasses by their fields, containers by
+# their items, dict keys and values, and the validator and default wrappers around a value).
+_CARRIED = frozenset(
+    {
+        "model",
+        "model-fields",
+        "model-field",
+        "dataclass",
+        "dataclass-args",
+        "dataclass-field",
+        "typed-dict",
+        "typed-dict-field",
+        "list",
+        "set",
+        "frozenset",
+        "tuple",
+        "deque",
+        "dict",
+        "nullable",
+        "union",
+        "tagged-union",
+        "default",
+        "definitions",
+        "definition-ref",
+        "lax-or-strict",
+        "json-or-python",
+        "function-after",
+        "function-before",
+        "function-wrap",
+    }
+)
+# What a ``Secret[T]`` may wrap: the value travels as itself, natively, and validates back to the same value.
+_SCALARS = frozenset({"str", "bytes", "int", "float", "bool"})
+
+
+@dataclass(frozen=True)
+class SecretPlan:
+    """``paths`` that can hold a secret; ``refused``: (path, why) for each the encoder cannot carry as itself."""
+
+    paths: tuple[str, ...]
+    refused: tuple[tuple[str, str], ...]
+
+
+_plans: dict[type, SecretPlan] = {}
+_lock = threading.Lock()
+
+
+def secret_plan(cls: type[BaseModel]) -> SecretPlan:
+    """Where ``cls`` (a model class) can hold a secret, from its core schema; computed once per class."""
+    plan = _plans.get(cls)
+    if plan is None:
+        plan = _Walk(cls.__pydantic_core_schema__).plan()
+        with _lock:
+            _plans[cls] = plan
+    return plan
+
+
+def forget(cls: type) -> None:
+    """Drop the plan of a rebuilt class."""
+    with _lock:
+        _plans.pop(cls, None)
+
+
+def check_carried(cls: type[BaseModel]) -> str | None:
+    """Why ``cls`` cannot be carried without losing a secret (a message), or ``None`` when it can."""
+    schema = getattr(cls, "__pydantic_core_schema__", None)
+    if not isinstance(schema, Mapping):  # not complete yet (a forward reference): checked when rebuilt
+        return None
+    forget(cls)
+    refused = secret_plan(cls).refused
+    if not refused:
+        return None
+    listed = "; ".join(f"{path}: {why}" for path, why in refused[:5])
+    more = f" (and {len(refused) - 5} more)" if len(refused) > 5 else ""
+    return (
+        f"{listed}{more}. The worker would receive '**********' instead of the secret. Declare such a value as "
+        "SecretStr or SecretBytes, or pydantic.Secret[str | bytes | int | float | bool], inside models, "
+        "dataclasses, TypedDicts, lists, tuples, sets, deques or dicts"
+    )
+
+
+def holds_secret_at(value: object, cls: type[BaseModel]) -> bool:
+    """Whether ``value`` (an instance of ``cls``) holds a non-``None`` value at a path its schema marks secret."""
+    return any(_present(value, _steps(path)) for path in secret_plan(cls).paths)
+
+
+# --- the walk -------------------------------------------------------------------------------------------
+
+
+class _Walk:
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.defs: dict[str, Mapping[str, Any]] = {}
+        self.holds: dict[str, bool] = {}
+        self._collect(schema)
+        self.root = schema
+        self.paths: list[str] = []
+        self.refused: list[tuple[str, str]] = []
+
+    def _collect(self, node: Any) -> None:
+        stack = [node]
+        seen: set[int] = set()
+        while stack:
+            item = stack.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, Mapping):
+                ref = item.get("ref")
+                if isinstance(ref, str) and item.get("type") != "definition-ref":
+                    self.defs.setdefault(ref, item)
+                stack.extend(v for v in item.values() if isinstance(v, (Mapping, list)))
+            elif isinstance(item, list):
+                stack.extend(v for v in item if isinstance(v, (Mapping, list)))
+
+    def _holds(self, ref: str) -> bool:
+        """Whether the definition ``ref`` holds a secret anywhere (its own walk, paths discarded)."""
+        if ref not in self.holds:
+            self.holds[ref] = False  # while it is probed, a reference back to it adds nothing
+            walk = _Walk.__new__(_Walk)
+            walk.defs, walk.holds, walk.root, walk.paths, walk.refused = self.defs, self.holds, self.defs[ref], [], []
+            walk._visit(self.defs[ref], "", (), frozenset({ref}))
+            self.holds[ref] = bool(walk.paths)
+        return self.holds[ref]
+
+    def plan(self) -> SecretPlan:
+        self._visit(self.root, "", (), frozenset())
+        return SecretPlan(tuple(dict.fromkeys(self.paths)), tuple(dict.fromkeys(self.refused)))
+
+    def _visit(self, node: Any, path: str, above: tuple[str, ...], refs: frozenset[str]) -> None:
+        if not isinstance(node, Mapping):
+            return
+        kind = node.get("type")
+        secret = _secret_kind(node)
+        if secret is not None:
+            shown = path or "<root>"
+            self.paths.append(shown)
+            lost = [k for k in above if k not in _CARRIED]
+            if lost:
+                self.refused.append((shown, f"a secret inside a '{lost[-1]}' schema, which the encoder does not walk"))
+            elif secret == "generic":
+                inner = _secret_inner(node)
+                if inner not in _SCALARS:
+                    self.refused.append(
+                        (shown, f"pydantic.Secret of a '{inner}' value (only str, bytes, int, float, bool travel)")
+                    )
+            return
+        above = (*above, str(kind))
+        if kind == "definitions":  # the definitions are visited where they are referenced
+            self._visit(node.get("schema"), path, above, refs)
+            return
+        if kind == "definition-ref":
+            ref = node.get("schema_ref")
+            if isinstance(ref, str) and ref in self.defs:
+                if ref not in refs:
+                    self._visit(self.defs[ref], path, above[:-1], refs | {ref})
+                elif self._holds(ref):
+                    self.paths.append(_join(path, "**"))  # a recursive model: its secrets again, at any depth
+            return
+        if kind == "model-fields" or kind == "typed-dict":
+            for name, field in (node.get("fields") or {}).items():
+                self._visit(field, _join(path, name), above, refs)
+            for extra in ("extras_schema", "extras_keys_schema"):
+                self._visit(node.get(extra), _join(path, "*"), above, refs)
+            return
+        if kind == "dataclass-args":
+            for field in node.get("fields") or ():
+                self._visit(field, _join(path, str(field.get("name"))), above, refs)
+            return
+        if kind in ("list", "set", "frozenset", "deque", "generator"):
+            self._visit(node.get("items_schema"), path + "[*]", above, refs)
+            return
+        if kind == "tuple":
+            items = node.get("items_schema") or ()
+            variadic = node.get("variadic_item_index")
+            for i, item in enumerate(items):
+                self._visit(item, path + ("[*]" if variadic is not None and i >= variadic else f"[{i}]"), above, refs)
+            return
+        if kind == "dict":
+            self._visit(node.get("keys_schema"), path + "{key}", above, refs)
+            self._visit(node.get("values_schema"), path + "{*}", above, refs)
+            return
+        for child in _children(node):
+            self._visit(child, path, above, refs)
+
+
+def _children(node: Mapping[str, Any]) -> Iterator[Any]:
+    for key, value in node.items():
+        if key in ("metadata", "serialization", "ref", "config"):
+            continue
+        if isinstance(value, Mapping) and "type" in value:
+            yield value
+        elif isinstance(value, list):
+            for item in value:
+                # union choices may be (schema, label) pairs
+                if isinstance(item, tuple | list) and item and isinstance(item[0], Mapping):
+                    yield item[0]
+                elif isinstance(item, Mapping) and "type" in item:
+                    yield item
+        elif key == "choices" and isinstance(value, Mapping):  # tagged-union: tag -> schema
+            yield from (v for v in value.values() if isinstance(v, Mapping))
+
+
+def _secret_kind(node: Mapping[str, Any]) -> str | None:
+    """'field' for SecretStr/SecretBytes, 'generic' for pydantic.Secret[T], None for any other node."""
+    serializer = node.get("serialization")
+    function = serializer.get("function") if isinstance(serializer, Mapping) else None
+    if function is not None and function is _FIELD_SECRET:
+        return "field"
+    if function is not None and function is _GENERIC_SECRET:
+        return "generic"
+    if node.get("type") == "is-instance" and isinstance(cls := node.get("cls"), type) and issubclass(cls, _SecretBase):
+        return "field"
+    return None
+
+
+def _secret_inner(node: Mapping[str, Any]) -> str:
+    """The type of the value a ``Secret[T]`` node wraps (its JSON side: ``function-after`` over T's schema)."""
+    inner: Any = node.get("json_schema", node)
+    while isinstance(inner, Mapping) and inner.get("type") in ("function-after", "function-before", "function-wrap"):
+        inner = inner.get("schema")
+    return str(inner.get("type")) if isinstance(inner, Mapping) else "unknown"
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+# --- values at paths ------------------------------------------------------------------------------------
+
+
+def _steps(path: str) -> list[str]:
+    steps: list[str] = []
+    for part in path.split("."):
+        head, sep, rest = part.partition("[")
+        if not sep:
+            head, sep, rest = part.partition("{")
+            rest = "{" + rest if sep else ""
+        else:
+            rest = "[" + rest
+        if head:
+            steps.append(head)
+        while rest:
+            close = "]" if rest[0] == "[" else "}"
+            end = rest.index(close) + 1
+            steps.append(rest[:end])
+            rest = rest[end:]
+    return steps
+
+
+def _present(value: object, steps: list[str]) -> bool:
+    """Whether a non-None value sits at ``steps`` under ``value`` (every item of a container is followed)."""
+    todo = [(value, 0)]
+    while todo:
+        node, i = todo.pop()
+        if node is None:
+            continue
+        if i == len(steps):
+            return True
+        step = steps[i]
+        if step == "**":
+            if _any_secret(node):
+                return True
+        elif step == "<root>":
+            todo.append((node, i + 1))
+        elif step == "{key}":
+            if isinstance(node, Mapping):
+                todo.extend((k, i + 1) for k in node)
+        elif step == "{*}":
+            if isinstance(node, Mapping):
+                todo.extend((v, i + 1) for v in node.values())
+        elif step == "*":  # a model's extra fields, a TypedDict's extra keys
+            extra = node if isinstance(node, Mapping) else getattr(node, "__pydantic_extra__", None) or {}
+            todo.extend((v, i + 1) for v in extra.values())
+        elif step.startswith("["):
+            if isinstance(node, (list, tuple, set, frozenset, deque)):
+                items = list(node)
+                if step == "[*]":
+                    todo.extend((v, i + 1) for v in items)
+                elif int(step[1:-1]) < len(items):
+                    todo.append((items[int(step[1:-1])], i + 1))
+        elif isinstance(node, Mapping):  # a TypedDict
+            todo.append((node.get(step), i + 1))
+        else:
+            todo.append((getattr(node, step, None), i + 1))
+    return False
+
+
+def _any_secret(value: object) -> bool:
+    """Whether a secret instance is anywhere under ``value`` (iterative: no depth limit)."""
+    todo = [value]
+    seen: set[int] = set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _SecretBase):
+            return True
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, BaseModel):
+            todo.extend(node.__dict__.values())
+            todo.extend((node.__pydantic_extra__ or {}).values())
+        elif is_dataclass(node) and not isinstance(node, type):
+            todo.extend(getattr(node, f.name, None) for f in fields(node))
+        elif isinstance(node, Mapping):
+            todo.extend(node.keys())
+            todo.extend(node.values())
+        elif isinstance(node, (list, tuple, set, frozenset, deque)):
+            todo.extend(node)
+    return False
