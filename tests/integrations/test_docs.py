@@ -6,8 +6,9 @@ scratch directory (with `examples/` linked in). An HTML comment right before a b
 
 * ``<!-- doc-test: file PATH -->``: the block is that file; it is written (packages get an ``__init__.py``) and,
   for Python, also imported;
-* ``<!-- doc-test: validate-only (why) -->``: a `verl-ctx run` that needs GPUs runs as `verl-ctx validate` with the
-  same schemas, config and overrides (its run-only options dropped);
+* ``<!-- doc-test: check-only (why) -->``: a `verl-ctx run` that needs GPUs runs as `verl-ctx run --check`: every
+  check before Ray, verl's own pre-launch check (``validate_config``) included, with the model and data paths it
+  names replaced by tiny stand-ins (``verl_ctx.testing``), so an incomplete command fails here as it would there;
 * ``<!-- doc-test: expect-exit N -->``: each command exits with N;
 * ``<!-- doc-test: run-by WHAT (why) -->`` / ``<!-- not-run: why -->``: executed elsewhere (CI's .ci/run, another
   test) or beyond this machine (a GPU); the reason is required.
@@ -32,8 +33,8 @@ from .conftest import REPO
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "examples").glob("*/README.md")])
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 _MARK = re.compile(r"<!--\s*(doc-test:|not-run:)\s*(.*?)\s*-->\s*$", re.S)
-_RUN_ONLY_FLAGS = {"--worker", "--import", "--offload-bytes"}
-_RUN_ONLY_SWITCHES = {"--rehearse", "--traceback"}
+#: The paths a documented launch names that a reader has and this machine has not: replaced by tiny stand-ins.
+_STAND_INS = ("actor_rollout_ref.model.path", "critic.model.path", "data.train_files", "data.val_files")
 
 
 @dataclass(frozen=True)
@@ -113,23 +114,32 @@ def _commands(code: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def _validate_only(command: str) -> str:
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A tiny model and dataset (verl's check reads the model's config): the values for ``_STAND_INS``."""
+    from verl_ctx.testing import tiny_dataset, tiny_model
+
+    where = tmp_path_factory.mktemp("stand-ins")
+    model, data = str(tiny_model(where / "model")), str(tiny_dataset(where / "data"))
+    return dict(zip(_STAND_INS, (model, model, data, data), strict=True))
+
+
+def _check_only(command: str, stand_ins: dict[str, str]) -> str:
+    """The documented `verl-ctx run ...` as `verl-ctx run --check ...`, with its model and data paths stood in."""
     words = shlex.split(command)
-    assert words[:2] == ["verl-ctx", "run"], f"validate-only marks a `verl-ctx run`, not: {command}"
-    kept, skip = ["verl-ctx", "validate"], False
+    assert words[:2] == ["verl-ctx", "run"], f"check-only marks a `verl-ctx run`, not: {command}"
+    assert "--rehearse" not in words, f"a rehearsal runs as written, not check-only: {command}"
+    kept = ["verl-ctx", "run", "--check"]
     for word in words[2:]:
-        if skip:
-            skip = False
-        elif word in _RUN_ONLY_FLAGS:
-            skip = True
-        elif word not in _RUN_ONLY_SWITCHES and not any(word.startswith(f + "=") for f in _RUN_ONLY_FLAGS):
-            kept.append(word)
+        key, sep, _ = word.lstrip("+").partition("=")
+        kept.append(f"{word.split('=', 1)[0]}={stand_ins[key]}" if sep and key in stand_ins else word)
     return shlex.join(kept)
 
 
 @pytest.mark.parametrize("block", ALL, ids=[b.name for b in ALL])
-def test_block_runs(block: Block, scratches: dict[Path, Path]) -> None:
-    """The block runs (or parses) as a reader would run it, in its document's scratch directory."""
+def test_block_runs(block: Block, scratches: dict[Path, Path], request: pytest.FixtureRequest) -> None:
+    """The block runs (or parses) as a reader would run it, in its document's scratch directory; a launch that needs
+    GPUs runs up to and through verl's own pre-launch check."""
     scratch = scratches[block.doc]
     if block.mark.startswith(("run-by", "not-run")):
         assert len(block.mark.split(maxsplit=2)) >= 2, f"{block.name}: say why it is not run here"
@@ -152,15 +162,21 @@ def test_block_runs(block: Block, scratches: dict[Path, Path]) -> None:
         return
     if block.lang in ("bash", "sh", "shell", "console"):
         expected = int(block.mark.split()[1]) if block.mark.startswith("expect-exit") else 0
+        assert not block.mark.startswith("validate-only"), (
+            f"{block.name}: a launch is checked as far as verl's own check"
+        )
         for command in _commands(block.code):
-            if block.mark.startswith("validate-only"):
-                command = _validate_only(command)
+            if block.mark.startswith("check-only"):
+                command = _check_only(command, request.getfixturevalue("stand_ins"))
             out = subprocess.run(
                 ["bash", "-c", command], cwd=scratch, env=_env(scratch), capture_output=True, text=True, timeout=600
             )
             assert out.returncode == expected, (
                 f"{block.name}: `{command}` exited {out.returncode}\n{out.stderr[-3000:]}"
             )
+            if block.mark.startswith("check-only"):
+                assert "verl's pre-launch checks passed" in out.stdout, out.stdout[-2000:]
+                print(f"{block.name}: reached and passed verl's pre-launch check: {command}")
         return
     assert block.lang in ("", "text"), f"{block.name}: a ```{block.lang} block this test cannot run"
 

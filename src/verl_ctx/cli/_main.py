@@ -483,6 +483,13 @@ def _findable(given: str, target: str) -> None:
     "@register_trainer). Repeatable.",
 )
 @click.option("--rehearse", is_flag=True, help="Stop every worker at the engine boundary, on CPU, and report.")
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="Run every check that needs no Ray: the contexts, the --worker classes, the resume comparison and verl's own "
+    "pre-launch checks (validate_config); show the GPUs the run will ask for; start nothing.",
+)
 @functools.partial(_format_option, help="With --rehearse: the report as one JSON line at the end of stdout.")
 @click.option(
     "--offload-bytes",
@@ -505,11 +512,14 @@ def run(
     worker_specs: tuple[str, ...],
     imports: tuple[str, ...],
     rehearse: bool,
+    check_only: bool,
     fmt: str,
     offload_bytes: int | None,
     accept_context_change: bool,
     show_traceback: bool,
 ) -> None:
+    if rehearse and check_only:
+        raise ConfigError("--check and --rehearse: choose one (--check starts nothing; --rehearse starts Ray on CPU)")
     workers = _workers(worker_specs)
     try:
         checked = _validated(inputs)
@@ -539,6 +549,9 @@ def run(
         "entry": inputs.entry,
     }
     try:
+        if check_only:
+            _check_only(checked)
+            return
         if rehearse:
             click.echo("rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)...")
             records = _launch.rehearse(checked.config, checked.contexts, **options, require_decoded=False)
@@ -561,6 +574,21 @@ def run(
         raise
     except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
         raise _stopped(e, show_traceback) from None
+
+
+def _check_only(checked: _Checked) -> None:
+    """``run --check``: what ``launch`` checks before Ray starts, and the GPUs it will ask Ray for; nothing started."""
+    from ..integrations.verl._checkpoint import check_resume_before_start
+    from ..integrations.verl._launch import check_launch
+    from ..integrations.verl._preflight import resource_pools
+
+    check_resume_before_start(checked.config, checked.contexts, record=False)
+    check_launch(checked.config)
+    pools = [p for p in resource_pools(checked.config) if p.total]
+    needed = sum(p.total for p in pools)
+    click.echo(render.ok("verl's pre-launch checks passed (validate_config)"))
+    click.echo(f"  the run asks Ray for {needed} GPU(s): " + "; ".join(str(p) for p in pools))
+    click.echo("nothing was started (--check); the launch compares them with the cluster's after ray.init")
 
 
 class _RunOptions(TypedDict):
