@@ -290,3 +290,16 @@ def test_a_misspelt_worker_is_told_before_torch_or_ray_is_imported(
     assert res.code == 2, (res.out, res.err)
     assert message in res.err
     assert "Traceback" not in res.err
+
+
+def test_an_unquoted_number_for_a_text_field_gets_a_quoting_hint_without_its_value(
+    run_cli: Run, ctx_module: str
+) -> None:
+    """api_key=12345 reaches a SecretStr as a number (YAML and Hydra read it so): the error says to quote it, in
+    YAML and on the command line, and still never shows the value; quoted, it validates."""
+    res = run_cli("validate", "-s", ctx_module, "+extra_context.reward.judge.api_key=12345")
+    assert res.code == 1
+    assert "extra_context.reward.judge.api_key: input should be a valid string (got <int, not shown>)" in res.err
+    assert 'read as a number because it is not quoted; quote it: in YAML `api_key: "..."`' in res.err
+    assert "12345" not in res.out + res.err
+    assert run_cli("validate", "-s", ctx_module, '+extra_context.reward.judge.api_key="12345"').code == 0

@@ -195,7 +195,7 @@ class _Invalid(ContextValidationError):
     """``ContextValidationError`` with the warnings validation raised before it (they are shown together)."""
 
     def __init__(self, error: ContextValidationError, notes: list[str], config: Any) -> None:
-        super().__init__(error.errors, omitted=error.omitted)
+        super().__init__([render.with_quoting_hint(e) for e in error.errors], omitted=error.omitted)
         self.warnings = notes
         self.config = config
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,6 +36,37 @@ def emit_json(obj: Any) -> None:
 
 def error_dict(e: FieldError) -> dict[str, Any]:
     return {"role": e.role, "path": e.path, "message": e.message, "input": e.input, "hint": e.hint}
+
+
+_READ_AS = {"int": "a number", "float": "a number", "bool": "a boolean"}
+
+
+def with_quoting_hint(e: FieldError) -> FieldError:
+    """A text field that got a number or boolean: YAML and Hydra read ``12345`` / ``true`` / ``1.5`` unquoted as one.
+
+    The hint says to quote the value where it is written, never showing it (a secret's input is only its type).
+    """
+    if e.message != "input should be a valid string" or e.input is None:
+        return e
+    kind = e.input.removeprefix("<").split(",", 1)[0] if e.input.startswith("<") else None
+    if kind not in _READ_AS:
+        kind = "bool" if e.input in ("true", "false") else "float" if _numeric(e.input) else None
+    if kind is None:
+        return e
+    hint = (
+        f"the value was read as {_READ_AS[kind]} because it is not quoted; quote it: in YAML "
+        f'`{e.path.rsplit(".", 1)[-1]}: "..."`, on the command line \'{e.path}="..."\' (Hydra keeps the quotes\' '
+        "text as a string)"
+    )
+    return dataclasses.replace(e, hint=hint)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def roles_summary(contexts: ContextSet) -> dict[str, Any]:
