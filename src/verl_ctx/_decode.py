@@ -43,6 +43,7 @@ from ._envelope import (
 )
 from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
+from ._kinds import KIND_KEY, widened_from
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
 from ._trusted import replay_post_init, trusted_validator
@@ -264,6 +265,7 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
             changed.append("<the whole context: it cannot be encoded again>")
         else:
             _compare(data, again, instance, "", changed, added)
+        changed += _kinds_changed(env, info, schema)
         if changed:
             more = f" and {len(changed) - 20} more" if len(changed) > 20 else ""
             raise _mismatch(
@@ -292,6 +294,18 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
             ),
             stacklevel=3,
         )
+
+
+def _kinds_changed(env: Mapping[str, Any], info: SchemaInfo, schema: type[RoleContext]) -> list[str]:
+    """The fields whose type changed between kinds the wire carries alike (tuple/list/set, Enum/str/Path/UUID/
+    SecretStr, model/dict): equal bytes, another typed value. A widening to an optional or union is not a change."""
+    theirs = check_fields(env)
+    out = []
+    for key, digest in info.field_digests.items():
+        changed = key.startswith(KIND_KEY) and theirs.get(key, digest) != digest
+        if changed and not widened_from(schema.__pydantic_core_schema__, key, theirs[key]):
+            out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, another kind of value)")
+    return out
 
 
 def _compare(sent: Any, got: Any, obj: Any, path: str, changed: list[str], added: list[str]) -> None:
@@ -394,7 +408,8 @@ def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
 
     parts = [which(name, name, "type, constraints or validators differ") for name in _differing(env, info)]
     code = []
-    for key in sorted(k for k in set(theirs) | set(ours) if k.startswith("@") and theirs.get(k) != ours.get(k)):
+    entries = (k for k in set(theirs) | set(ours) if k.startswith("@") and not k.startswith(KIND_KEY))
+    for key in sorted(k for k in entries if theirs.get(k) != ours.get(k)):
         if key.startswith(CONFIG_KEY):
             model = key.removeprefix(CONFIG_KEY)
             code.append(

@@ -11,6 +11,7 @@ from typing import Any
 
 from ._evolution import Change, diff_schemas
 from ._fingerprint import CONFIG_KEY, SchemaInfo, schema_info
+from ._kinds import KIND_KEY
 from ._registry import ContextRegistry
 from ._schema import RoleContext
 from ._validate import SECTION
@@ -186,6 +187,16 @@ def _behaviour_changes(entry: dict[str, Any], info: SchemaInfo, changes: list[Ch
             code.append(
                 Change("BEHAVIOUR_CHANGED", model, f"model config {before or 'defaults'} -> {after or 'defaults'}")
             )
+        elif key.startswith(KIND_KEY):
+            if before is not None and after is not None:  # an added or removed field has its own rule
+                code.append(
+                    Change(
+                        "BEHAVIOUR_CHANGED",
+                        key.removeprefix(KIND_KEY),
+                        "its type changed between kinds the wire carries alike (tuple / list / set, Enum / str / "
+                        "Path / UUID / SecretStr, model / dict): workers refuse the driver's values as a mismatch",
+                    )
+                )
         elif key.startswith("@"):
             what, _, where = key[1:].rpartition(" on ")
             status = "added" if before is None else "removed" if after is None else "code changed"

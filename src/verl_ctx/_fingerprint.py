@@ -38,6 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ._kinds import kind_entries
 from ._registry import qualified_name
 from ._schema import _MIGRATION_MARK, RoleContext
 from .errors import EnvelopeError, SchemaDefinitionError
@@ -133,6 +134,7 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
             }
         )[:12]
     digests.update(core.entries)
+    digests.update(kind_entries(schema.__pydantic_core_schema__))
     return SchemaInfo(
         schema_id=qualified_name(schema),
         roles=schema.__verl_ctx_roles__,
@@ -263,6 +265,7 @@ class _CoreCanon:
 
     def node(self, node: dict[str, Any], where: str, root: bool) -> Any:
         kind = node.get("type")
+        kind = kind if isinstance(kind, str) else None  # a default value's dict may hold any "type" key
         cls = node.get("cls")
         if kind in ("model", "dataclass") and isinstance(cls, type):
             where = cls.__qualname__

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
 from pydantic_core import SchemaValidator
 
-__all__ = ["trusted_validator", "replay_post_init"]
+__all__ = ["declared_validators", "function_of", "replay_post_init", "trusted_validator"]
 
 _MARKERS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
 _FUNCTION_KINDS = frozenset({"function-before", "function-after", "function-wrap", "function-plain"})
@@ -59,7 +59,7 @@ def trusted_validator(model: type[BaseModel], core: Any) -> tuple[SchemaValidato
     if found is not None:
         return found
     post_init: set[type] = set()
-    stripped = _strip(core, _declared_validators(core), post_init)
+    stripped = _strip(core, declared_validators(core), post_init)
     config = model.__pydantic_core_schema__.get("config")
     # pydantic-core reuses the validator a model class already has for any model schema it meets, which would run
     # that class's validators: this one is built from the stripped schema alone.
@@ -69,7 +69,7 @@ def trusted_validator(model: type[BaseModel], core: Any) -> tuple[SchemaValidato
     return found
 
 
-def _declared_validators(core: Any) -> set[int]:
+def declared_validators(core: Any) -> set[int]:
     """The ids of the functions the user declared as validators on the models and dataclasses in ``core``.
 
     Only those are skipped: ``field_validator`` / ``model_validator`` (and their v1 forms) registered on a class,
@@ -84,7 +84,7 @@ def _declared_validators(core: Any) -> set[int]:
         decorators = getattr(cls, "__pydantic_decorators__", None)
         for group in ("field_validators", "model_validators", "validators", "root_validators"):
             for info in (getattr(decorators, group, None) or {}).values():
-                declared.add(id(_function(info.func)))
+                declared.add(id(function_of(info.func)))
         annotations: list[Any] = []
         for field in (getattr(cls, "__pydantic_fields__", None) or {}).values():
             annotations.extend((field.annotation, *field.metadata))
@@ -111,7 +111,7 @@ def _markers(items: list[Any], declared: set[int], depth: int) -> None:
         return
     for item in items:
         if isinstance(item, _MARKERS):
-            declared.add(id(_function(item.func)))
+            declared.add(id(function_of(item.func)))
         meta = getattr(item, "__metadata__", None)  # Annotated[T, ...]
         if isinstance(meta, tuple):
             _markers(list(meta), declared, depth + 1)
@@ -120,7 +120,7 @@ def _markers(items: list[Any], declared: set[int], depth: int) -> None:
             _markers(list(args), declared, depth + 1)
 
 
-def _function(fn: Any) -> Any:
+def function_of(fn: Any) -> Any:
     while isinstance(fn, (staticmethod, classmethod, MethodType)):
         fn = fn.__func__
     return fn
@@ -132,11 +132,12 @@ def _strip(node: Any, declared: set[int], post_init: set[type]) -> Any:
     if not isinstance(node, dict):
         return node
     kind = node.get("type")
+    kind = kind if isinstance(kind, str) else None  # a default value's dict may hold any "type" key
     # A serializer's schema is not validation (and its own function nodes are the serializer's).
     out = {k: _strip(v, declared, post_init) for k, v in node.items() if k != "serialization"}
     if kind in _FUNCTION_KINDS:
         spec = node.get("function")
-        if isinstance(spec, dict) and id(_function(spec.get("function"))) in declared:
+        if isinstance(spec, dict) and id(function_of(spec.get("function"))) in declared:
             out["function"] = _IDENTITY_WRAP if kind == "function-wrap" else _IDENTITY
     elif kind == "model":
         if out.pop("post_init", None) and isinstance(node.get("cls"), type):

@@ -147,7 +147,7 @@ def test_validators_and_config_are_named_by_where_they_apply() -> None:
         + "    @field_validator('x')\n    @classmethod\n    def _v(cls, v): return v\n"
         + "    @field_serializer('name')\n    def _s(self, v): return v\n"
     )
-    named = {k: v for k, v in info.field_digests.items() if k.startswith("@")}
+    named = {k: v for k, v in info.field_digests.items() if k.startswith("@") and not k.startswith("@kind ")}
     assert set(named) == {
         "@after-validator Row.<lambda> on Row.a",
         "@after-validator Ctx._v on Ctx.x",
@@ -155,7 +155,8 @@ def test_validators_and_config_are_named_by_where_they_apply() -> None:
         "@config Ctx",
     }
     assert named["@config Ctx"] == "str_to_lower=True"
-    assert set(info.field_digests) - set(named) == {"x", "name", "rows"}
+    kinds = {"@kind Ctx.x", "@kind Ctx.name", "@kind Ctx.rows", "@kind Row.a"}  # one per field of every model
+    assert set(info.field_digests) - set(named) == {"x", "name", "rows", *kinds}
 
 
 def test_field_digests_change_only_for_the_field_that_changed() -> None:
@@ -227,7 +228,7 @@ def test_fields_named_like_doc_keys_still_count(registry: ContextRegistry) -> No
         other: str = ""
 
     assert schema_info(A).fingerprint != schema_info(B).fingerprint
-    assert set(schema_info(A).field_digests) == {"title"}
+    assert set(schema_info(A).field_digests) == {"title", f"@kind {A.__qualname__}.title"}
 
 
 def test_schema_info_is_computed_once_per_class(registry: ContextRegistry) -> None:

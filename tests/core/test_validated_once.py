@@ -11,6 +11,7 @@ import textwrap
 from itertools import count
 from pathlib import Path
 from typing import Annotated, Any
+from uuid import UUID
 
 import msgspec
 import pytest
@@ -29,7 +30,7 @@ from pydantic import (
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode
 from verl_ctx.envelope import from_text
-from verl_ctx.errors import EnvelopeError, SchemaMismatchError
+from verl_ctx.errors import EnvelopeError, SchemaMismatchError, SchemaSkewWarning
 from verl_ctx.schema import schema_info
 
 REGISTRY = ContextRegistry("validated once")
@@ -123,8 +124,11 @@ def test_a_payload_edited_after_validation_is_still_refused() -> None:
 # --- two processes: a driver encodes, this process (the worker) decodes ----------------------------------
 
 BASE = """
-from typing import ClassVar
-from pydantic import field_validator, model_validator
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+from pydantic import BaseModel, SecretStr, field_validator, model_validator
 from verl_ctx import ContextRegistry, RoleContext
 {imports}
 {module}
@@ -141,6 +145,17 @@ def _body(field: str, returns: str, *before: str) -> str:
     return "\n    ".join(lines)
 
 
+_COLOR = "class Color(str, Enum):\n    RED = 'red'"
+_INNER = "class Inner(BaseModel):\n    a: int = 1"
+# Lossless changes: the driver's typed value decodes unchanged, with a SchemaSkewWarning.
+LOSSLESS = {
+    "int -> int | None (a widening)": ({"body": "x: int = 0"}, {"body": "x: int | None = 0"}, {"x": 3}),
+    "a nested field added with a default": (
+        {"module": _INNER, "body": "x: Inner = Inner()"},
+        {"module": _INNER + "\n    b: int = 0", "body": "x: Inner = Inner()"},
+        {"x": {"a": 2}},
+    ),
+}
 _AFTER_BUMP = (
     "@model_validator(mode='after')\n    def _m(self):\n        object.__setattr__(self, 'n', self.n + self._bump())"
 )
@@ -172,12 +187,32 @@ CASES: dict[str, tuple[dict[str, str], dict[str, str], dict[str, Any]]] = {
         {"imports": "import {helper}", "helper": "SCALE = 5.0", "body": _body("x: float = 1.0", "v * {helper}.SCALE")},
         {"x": 1.0},
     ),
+    # Types the wire carries alike: the worker re-encodes the same bytes but holds another kind of value.
+    "tuple -> list": ({"body": "x: tuple[int, ...] = ()"}, {"body": "x: list[int] = []"}, {"x": [1, 2]}),
+    "set -> list": ({"body": "x: set[int] = set()"}, {"body": "x: list[int] = []"}, {"x": [1]}),
+    "frozenset -> set": ({"body": "x: frozenset[int] = frozenset()"}, {"body": "x: set[int] = set()"}, {"x": [1]}),
+    "Enum -> Literal": (
+        {"module": _COLOR, "body": "x: Color = Color.RED"},
+        {"module": _COLOR, "body": "x: Literal['red'] = 'red'"},
+        {"x": "red"},
+    ),
+    "str -> Path": ({"body": "x: str = ''"}, {"body": "x: Path = Path('.')"}, {"x": "/a"}),
+    "str -> UUID": ({"body": "x: str = ''"}, {"body": "x: UUID = UUID(int=0)"}, {"x": str(UUID(int=7))}),
+    "nested model -> dict": (
+        {"module": _INNER, "body": "x: Inner = Inner()"},
+        {"module": _INNER, "body": "x: dict[str, Any] = {}"},
+        {"x": {"a": 2}},
+    ),
+    "SecretStr -> str": ({"body": "x: SecretStr = SecretStr('')"}, {"body": "x: str = ''"}, {"x": "tok"}),
     "a module-level dict constant": (
         {"module": "ALIASES = {'gpt': 'gpt'}", "body": _body("m: str = ''", "ALIASES.get(v, v)")},
         {"module": "ALIASES = {'gpt': 'gpt-5'}", "body": _body("m: str = ''", "ALIASES.get(v, v)")},
         {"m": "gpt"},
     ),
 }
+
+
+ALL = {**CASES, **LOSSLESS}
 
 
 def _write(root: Path, case: int, parts: dict[str, str]) -> str:
@@ -199,7 +234,7 @@ out = {}
 for i, (name, kwargs) in enumerate(json.loads(sys.argv[2])):
     ctx = importlib.import_module(name).Ctx(**kwargs)
     out[i] = [to_text(encode(ctx)), {k: getattr(ctx, k) for k in kwargs}]
-print(json.dumps(out))
+print(json.dumps(out, default=repr))
 """
 
 
@@ -207,13 +242,13 @@ print(json.dumps(out))
 def driver_texts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, dict[str, Any]]]:
     """One driver process encodes every case with its driver-side code."""
     root = tmp_path_factory.mktemp("driver")
-    plan = [[_write(root, i, driver), kwargs] for i, (driver, _, kwargs) in enumerate(CASES.values())]
+    plan = [[_write(root, i, driver), kwargs] for i, (driver, _, kwargs) in enumerate(ALL.values())]
     proc = subprocess.run(
         [sys.executable, "-c", DRIVER, str(root), json.dumps(plan)], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
-    return {case: (out[str(i)][0], out[str(i)][1]) for i, case in enumerate(CASES)}
+    return {case: (out[str(i)][0], out[str(i)][1]) for i, case in enumerate(ALL)}
 
 
 def _worker_schema(root: Path, case: int, parts: dict[str, str]) -> Any:
@@ -235,17 +270,33 @@ def _worker_schema(root: Path, case: int, parts: dict[str, str]) -> Any:
 def test_the_worker_never_holds_other_values_than_the_driver(
     case: str, driver_texts: dict[str, tuple[str, dict[str, Any]]], tmp_path: Path
 ) -> None:
-    """Same code: the driver's values, validated once. Code that shapes values edited on the worker's side: the
-    fingerprints differ and decoding refuses the changed values, never decodes them silently."""
+    """Same code: the driver's values, validated once. Code that shapes values, or a type the wire carries alike,
+    changed on the worker's side: decoding refuses, naming what changed, never decodes another value silently."""
     text, driver_values = driver_texts[case]
-    schema = _worker_schema(tmp_path, list(CASES).index(case), CASES[case][1])
+    schema = _worker_schema(tmp_path, list(ALL).index(case), CASES[case][1])
     if CASES[case][0] == CASES[case][1]:
         got = decode(text, schema)
         assert {k: getattr(got, k) for k in driver_values} == driver_values
         return
     assert from_text(text)["fingerprint"] != schema_info(schema).fingerprint
-    with pytest.raises(SchemaMismatchError):
+    with pytest.raises(SchemaMismatchError) as caught:
         decode(text, schema)
+    field = next(iter(CASES[case][2]))
+    message = str(caught.value)  # the value that would change, or the field whose kind changed, is named
+    assert f"collapsed): {field}" in message or f"Ctx.{field} (its type" in message
+    assert "tok" not in str(caught.value)  # the SecretStr case: the secret is not in the message
+
+
+@pytest.mark.parametrize("case", list(LOSSLESS))
+def test_a_change_that_keeps_every_typed_value_decodes_with_a_warning(
+    case: str, driver_texts: dict[str, tuple[str, dict[str, Any]]], tmp_path: Path
+) -> None:
+    """A widening to an optional, a nested field added with a default: the typed values are the driver's."""
+    text, _ = driver_texts[case]
+    schema = _worker_schema(tmp_path, list(ALL).index(case), LOSSLESS[case][1])
+    with pytest.warns(SchemaSkewWarning):
+        got = decode(text, schema)
+    assert got.x == 3 or got.x.a == 2
 
 
 def test_the_fingerprint_ignores_a_migration_and_keeps_a_plain_class() -> None:

@@ -1,0 +1,206 @@
+"""What type each field's value has, where the wire cannot tell: ``@kind`` entries of a schema's field digests.
+
+MessagePack carries a tuple, a list, a set and a frozenset as one array; an Enum, a Literal, a str, a Path, a UUID
+and a ``SecretStr`` as one string; a nested model, a dataclass, a TypedDict and a ``dict`` as one map. A worker
+whose field type changed between two of these decodes the driver's bytes, encodes them again to the same bytes,
+and holds a value of another type (the secret as a plain ``str``). So each field of each model in a schema gets
+an entry ``@kind Model.field``: a digest of its type's *kind* (containers, unions, scalar types, enum classes and
+the library types wrapping them, as text), without constraints, defaults or the user's declared validators (those are
+the fingerprint's) and with nested models standing as ``model`` (their own fields have their own entries, so a
+field added to a nested model with a default stays a lossless change).
+
+On skew (``_decode._check_skew``) an entry that differs is a changed type, unless the driver's kind is one member
+of the worker's union or optional (a widening: the same typed value decodes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ._trusted import declared_validators, function_of
+
+__all__ = ["KIND_KEY", "kind_entries", "widened_from"]
+
+#: Prefix of a field-kind entry in ``SchemaInfo.field_digests``.
+KIND_KEY = "@kind "
+_CONTAINERS = frozenset({"list", "set", "frozenset", "generator"})
+_FUNCTIONS = frozenset({"function-before", "function-after", "function-wrap"})
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class _Kinds:
+    def __init__(self, core: Any) -> None:
+        self.defs: dict[str, Any] = {}
+        self._collect(core)
+        self.declared = declared_validators(core)
+
+    def _collect(self, node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("ref"), str):
+                self.defs.setdefault(node["ref"], node)
+            for value in node.values():
+                self._collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                self._collect(value)
+
+    def resolve(self, node: Any) -> Any:
+        while isinstance(node, dict) and node.get("type") in ("definition-ref", "definitions", "default"):
+            ref = node["type"] == "definition-ref"
+            node = self.defs.get(node["schema_ref"], {}) if ref else node.get("schema", {})
+        return node
+
+    def models(self, core: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every model and dataclass in ``core`` (each once), with its fields' schemas by name."""
+        seen: set[int] = set()
+        stack = [core]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list):
+                stack.extend(node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            if node.get("type") == "definition-ref":
+                stack.append(self.defs.get(node["schema_ref"]))
+                continue
+            stack.extend(v for k, v in node.items() if k != "serialization")
+            cls = node.get("cls")
+            if node.get("type") in ("model", "dataclass") and isinstance(cls, type) and id(cls) not in seen:
+                seen.add(id(cls))
+                inner = self.resolve(node.get("schema"))
+                while isinstance(inner, dict) and inner.get("type") in _FUNCTIONS:
+                    inner = self.resolve(inner.get("schema"))
+                fields = inner.get("fields") if isinstance(inner, dict) else None
+                if isinstance(fields, dict):  # model-fields
+                    yield cls.__qualname__, {n: f.get("schema") for n, f in fields.items()}
+                elif isinstance(fields, list):  # dataclass-args
+                    yield cls.__qualname__, {f["name"]: f.get("schema") for f in fields if isinstance(f, dict)}
+
+    def kind(self, node: Any, depth: int = 0) -> str:
+        node = self.resolve(node)
+        if not isinstance(node, dict) or depth > 64:
+            return "?"
+        kind = str(node.get("type"))
+        d = depth + 1
+        if kind in ("model", "dataclass"):
+            return kind
+        if kind == "typed-dict":
+            fields = node.get("fields") or {}
+            return "typed-dict{" + ",".join(f"{n}:{self.kind(f.get('schema'), d)}" for n, f in fields.items()) + "}"
+        if kind == "nullable":
+            return f"nullable[{self.kind(node.get('schema'), d)}]"
+        if kind == "union":
+            choices = [c[0] if isinstance(c, tuple) else c for c in node.get("choices", ())]
+            return "union[" + "|".join(self.kind(c, d) for c in choices) + "]"
+        if kind == "tagged-union":
+            return "union[" + "|".join(sorted(self.kind(c, d) for c in (node.get("choices") or {}).values())) + "]"
+        if kind in _CONTAINERS:
+            return f"{kind}[{self.kind(node.get('items_schema'), d) if 'items_schema' in node else 'any'}]"
+        if kind == "tuple":
+            items = [self.kind(i, d) for i in node.get("items_schema", ())]
+            if node.get("variadic_item_index") is not None:
+                items.append("...")
+            return "tuple[" + ",".join(items) + "]"
+        if kind == "dict":
+            keys = self.kind(node["keys_schema"], d) if "keys_schema" in node else "any"
+            values = self.kind(node["values_schema"], d) if "values_schema" in node else "any"
+            return f"dict[{keys},{values}]"
+        if kind in _FUNCTIONS or kind == "function-plain":
+            fn = (node.get("function") or {}).get("function")
+            inner = self.kind(node.get("schema"), d) if kind != "function-plain" else ""
+            if id(function_of(fn)) in self.declared:
+                return inner or "plain"  # the user's validator: the fingerprint's, not the type's
+            name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+            return f"{kind}({getattr(fn, '__module__', '')}.{name})[{inner}]"
+        if kind == "json-or-python":
+            return self.kind(node.get("python_schema"), d)
+        if kind == "lax-or-strict":
+            return self.kind(node.get("strict_schema"), d)
+        if kind == "chain":
+            return "chain[" + ",".join(self.kind(s, d) for s in node.get("steps", ())) + "]"
+        if kind in ("is-instance", "is-subclass", "enum"):
+            cls = node.get("cls")
+            return f"{kind}({getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)})"
+        if kind == "literal":  # its values are plain str / int / ...: the kind is theirs (str -> Literal keeps "a")
+            return "|".join(sorted({type(v).__name__ for v in node.get("expected", ())})) or kind
+        return kind  # a scalar: int, str, uuid, datetime, any, ...
+
+
+def kind_entries(core: Any) -> dict[str, str]:
+    """``@kind Model.field`` -> that field's kind as text (``list[int]``, ``nullable[str]``, ``enum(m.Color)``), for
+    every field of every model in ``core``; a kind past ``_MAX_TEXT`` characters by its digest (compared only for
+    equality)."""
+    kinds = _Kinds(core)
+    return {
+        f"{KIND_KEY}{model}.{name}": _text(kinds.kind(schema))
+        for model, fields in kinds.models(core)
+        for name, schema in fields.items()
+    }
+
+
+_MAX_TEXT = 160
+# The kinds whose values msgpack carries as themselves: an ``Any`` field decodes them unchanged.
+_PLAIN = frozenset({"int", "float", "str", "bool", "none", "bytes", "list", "dict", "nullable", "union", "any"})
+
+
+def _text(kind: str) -> str:
+    return kind if len(kind) <= _MAX_TEXT else "#" + _short(kind)
+
+
+def widened_from(core: Any, key: str, theirs: str) -> bool:
+    """Whether the field ``key`` names (``@kind Model.field``) reads every value of the driver's kind ``theirs``
+    as the same typed value: each alternative of ``theirs`` is the worker's kind, one of the alternatives of the
+    worker's optional or union, or a plain kind where the worker takes ``Any``."""
+    kinds = _Kinds(core)
+    target = key.removeprefix(KIND_KEY)
+    for model, fields in kinds.models(core):
+        for name, schema in fields.items():
+            if f"{model}.{name}" == target:
+                mine = {_text(kinds.kind(m)) for m in [schema, *_members(kinds, schema, 0)]}
+                return all(_accepted(alt, mine) for alt in _alternatives(theirs))
+    return False
+
+
+def _accepted(kind: str, mine: set[str]) -> bool:
+    if kind in mine:
+        return True
+    return "any" in mine and not kind.startswith("#") and set(re.findall(r"[a-z-]+", kind)) <= _PLAIN
+
+
+def _alternatives(kind: str) -> list[str]:
+    """``nullable[T]`` -> none and T's alternatives; ``union[A|B]`` -> A's and B's; any other kind -> itself."""
+    if kind.startswith("nullable[") and kind.endswith("]"):
+        return ["none", *_alternatives(kind[len("nullable[") : -1])]
+    if kind.startswith("union[") and kind.endswith("]"):
+        out, depth, start, body = [], 0, 0, kind[len("union[") : -1]
+        for i, ch in enumerate(body):
+            depth += ch == "["
+            depth -= ch == "]"
+            if ch == "|" and depth == 0:
+                out.append(body[start:i])
+                start = i + 1
+        return [alt for part in [*out, body[start:]] for alt in _alternatives(part)]
+    return [kind]
+
+
+def _members(kinds: _Kinds, node: Any, depth: int) -> list[Any]:
+    """The alternatives of an optional or union type, flattened (``int | str | None``: int, str, none)."""
+    node = kinds.resolve(node)
+    if not isinstance(node, dict) or depth > 16:
+        return []
+    if node.get("type") == "nullable":
+        return [{"type": "none"}, node.get("schema"), *_members(kinds, node.get("schema"), depth + 1)]
+    if node.get("type") == "union":
+        out: list[Any] = []
+        for choice in node.get("choices", ()):
+            member = choice[0] if isinstance(choice, tuple) else choice
+            out += [member, *_members(kinds, member, depth + 1)]
+        return out
+    return []
