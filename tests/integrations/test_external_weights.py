@@ -182,6 +182,8 @@ def test_a_server_that_fails_to_load_is_reported_and_routed_around(
     }
     assert "no Ray actor named 'ghost'" in report.failed[f"{NAMESPACE}/ghost"]
     assert "3 server(s) failed to load and are routed around" in logged.text
+    # the progress line is visible at verl's default log level (WARNING), not only the failures
+    assert f"weights version 2 ({routing.weight_sync.directory}/version_2): 1 server(s) loaded in" in logged.text
     client = ExternalLLMServerClient(verl_config, routing=routing, pool_state=sync.pool_state)
     host = ray.remote(num_cpus=0)(ClientHost).remote(client)  # the client lives in another process, as in verl
     served = ray.get(host.ask.remote([f"r{i}" for i in range(8)]))

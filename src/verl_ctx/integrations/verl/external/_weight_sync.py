@@ -128,7 +128,9 @@ class PoolWeightSync:
         ray.get(self.pool_state.publish.remote(version, report.failed))
         self.reports.append(report)
         del self.reports[:-10]
-        logger.info(
+        # WARNING, not INFO: verl's workers log at WARNING by default (VERL_LOGGING_LEVEL), and a pool that follows
+        # training, or does not, is what a person watching the run needs to see every sync.
+        logger.warning(
             "weights version %d (%s): %d server(s) loaded in %.1f s%s",
             version,
             path,
