@@ -143,3 +143,58 @@ def test_a_corrupt_saved_file_is_a_usage_error_without_traceback(run_cli: Run, s
         assert res.code == 2, res.out + res.err
         assert f"cannot read the contexts saved with checkpoint {ckpt}" in res.err
         assert "Traceback" not in res.err
+
+
+RELEASE_1 = """
+    from verl_ctx import RoleContext
+
+    class Critic(RoleContext, role="critic"):
+        clip: float = 0.2
+"""
+RELEASE_2 = """
+    from verl_ctx import RoleContext, migration
+
+    class Critic(RoleContext, role="critic", version=2):
+        value_clip: float = 0.2
+
+        @migration(from_version=1)
+        def _renamed(data):
+            data["value_clip"] = data.pop("clip")
+            return data
+"""
+
+
+def test_one_verdict_whatever_the_form_after_migrating(
+    run_cli: Run, tmp_path: Path, write: Callable[[str, str], Path]
+) -> None:
+    """Checkpoints saved by release 1 and by release 2 of a schema, compared with -s release 2: the first migrates to
+    the second's values, so the checkpoint form says "same" (exit 0) as the config form does; a migration note names
+    the checkpoint it is about."""
+    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"}
+    script = write("save_ckpt.py", SAVE.replace("import my_ctx", "import ctx_release"))
+    saved = {}
+    for step, release, value in (
+        (2, RELEASE_1, "clip=0.3"),
+        (3, RELEASE_1, "clip=0.3"),
+        (4, RELEASE_2, "value_clip=0.3"),
+    ):
+        write("ctx_release.py", release)
+        saved[step] = tmp_path / "run" / f"global_step_{step}"
+        args = [sys.executable, str(script), str(saved[step]), "00" * 16, f"+extra_context.critic.{value}"]
+        subprocess.run(args, cwd=tmp_path, env=env, check=True, timeout=120)
+
+    config_form = run_cli("diff", str(saved[2]), "-s", "ctx_release", "+extra_context.critic.value_clip=0.3")
+    assert config_form.code == 0, config_form.out + config_form.err
+    both = run_cli("diff", str(saved[2]), "--against", str(saved[4]), "-s", "ctx_release")
+    assert both.code == 0, both.out + both.err
+    assert "same contexts (1 role(s))" in both.out
+    assert "note: first checkpoint: [critic] ctx_release:Critic v1 (" in both.out
+    assert "second checkpoint" not in both.out  # saved by release 2: nothing to migrate
+    body = run_cli("diff", str(saved[2]), "--against", str(saved[4]), "-s", "ctx_release", "--format", "json").json()
+    assert (body["same"], body["changes"]) == (True, [])
+    twice = run_cli("diff", str(saved[2]), "--against", str(saved[3]), "-s", "ctx_release")
+    assert "note: first checkpoint: [critic]" in twice.out
+    assert "note: second checkpoint: [critic]" in twice.out
+    without = run_cli("diff", str(saved[2]), "--against", str(saved[4]))  # no schema to migrate with: not comparable
+    assert without.code == 1
+    assert "schema differs" in without.out

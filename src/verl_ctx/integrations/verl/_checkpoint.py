@@ -374,8 +374,12 @@ def _env_header(env: Mapping[str, Any]) -> str:
     return _header(env["schema_id"], env["schema_version"], env["fingerprint"])
 
 
-def _in_shape(role: str, env: dict[str, Any], schema: type[RoleContext], salt: bytes, out: _Collector) -> Any:
-    """A saved envelope's data as ``schema`` reads it (migrated if older); ``None`` when it cannot be read."""
+def _in_shape(
+    role: str, env: dict[str, Any], schema: type[RoleContext], salt: bytes, out: _Collector, *, which: str = ""
+) -> Any:
+    """A saved envelope's data as ``schema`` reads it (migrated if older); ``None`` when it cannot be read.
+
+    ``which`` names the checkpoint in its notes when two are compared."""
     info = schema_info(schema)
     here = _header(info.schema_id, info.version, info.fingerprint)
     if env["schema_version"] == info.version and env["fingerprint"] == info.fingerprint:
@@ -396,7 +400,7 @@ def _in_shape(role: str, env: dict[str, Any], schema: type[RoleContext], salt: b
         out.add(Change(role, _SCHEMA, _env_header(env), here, f"cannot be read with this code's schema: {reason}"))
         return None
     if env["schema_version"] < info.version:
-        out.migrated.append(f"[{role}] {_env_header(env)} migrated to {here}")
+        out.migrated.append(f"{which + ': ' if which else ''}[{role}] {_env_header(env)} migrated to {here}")
     else:
         out.add(Change(role, _SCHEMA, _env_header(env), here, "schema changed without a version bump"))
     return decode_payload(_sealed_payload(instance, salt))
@@ -473,13 +477,17 @@ def compare_snapshots(
                 )
             )
             continue
-        if (a["schema_version"], a["fingerprint"]) != (b["schema_version"], b["fingerprint"]):
-            out.add(Change(role, _SCHEMA, _env_header(a), _env_header(b), "schema differs"))
         schema = (schemas or {}).get(role)
         if schema is None:
+            # Without today's schema the two payloads are read as saved: another schema makes them incomparable.
+            if (a["schema_version"], a["fingerprint"]) != (b["schema_version"], b["fingerprint"]):
+                out.add(Change(role, _SCHEMA, _env_header(a), _env_header(b), "schema differs"))
             data_a, data_b = decode_payload(a["payload"]), decode_payload(b["payload"])
         else:
-            data_a, data_b = _in_shape(role, a, schema, old.salt, out), _in_shape(role, b, schema, new.salt, out)
+            # Both read as today's schema reads them (migrated when older), as a resume compares: a version that
+            # migrates is a note, not a change, so this form and the config form give one verdict.
+            data_a = _in_shape(role, a, schema, old.salt, out, which="first checkpoint")
+            data_b = _in_shape(role, b, schema, new.salt, out, which="second checkpoint")
             if data_a is None or data_b is None:
                 continue
         _diff(role, data_a, data_b, out, secrets_comparable=comparable)
