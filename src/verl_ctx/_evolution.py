@@ -48,6 +48,10 @@ _BREAKING_WHY = {
     "ENUM_VALUE_REMOVED": "a `Literal` / `Enum` value old payloads may hold is gone",
     "CONSTRAINT_TIGHTENED": "a bound, length, pattern, `multipleOf`, uniqueness (list -> set collapses duplicates) "
     "or extra-field policy accepts less than before",
+    "CODE_CHANGED": "a validator, `model_post_init`, custom `__init__`, model config, method or class attribute of a "
+    "model changed, appeared or went: the same input may validate to other values, which JSON Schema cannot show "
+    "and no check can prove otherwise; a skewed worker decodes only values it re-derives unchanged. Bump the version "
+    "(a migration that returns its input is enough when old payloads stay valid) or deploy the same code everywhere",
 }
 _SAFE_WHY = {
     "DEFAULT_CHANGED": "payloads always carry every value, so decoding is unaffected; listed because new launches "
@@ -58,8 +62,9 @@ _SAFE_WHY = {
     "ENUM_VALUE_ADDED": "one more accepted value",
     "CONSTRAINT_LOOSENED": "accepts more than before, each old value unchanged (a wider bound, `Literal` -> its base "
     "type, a type -> `Any`)",
-    "BEHAVIOUR_CHANGED": "a validator, serializer, model config or Python-only type (`list` / `tuple`) changed, which "
-    "JSON Schema cannot show; a skewed worker decodes only when no value changes, else `SchemaMismatchError`",
+    "BEHAVIOUR_CHANGED": "a serializer, default factory or computed field changed (payloads carry field values, "
+    "so decoding is unaffected), or a Python-only detail JSON Schema cannot show; a skewed worker decodes only when "
+    "no value changes, else `SchemaMismatchError`",
 }
 #: Every rule, in the order the docs list them.
 RULES: dict[str, Rule] = {

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ._evolution import Change, diff_schemas
-from ._fingerprint import CONFIG_KEY, SchemaInfo, schema_info
-from ._kinds import KIND_KEY
+from ._fingerprint import CONFIG_KEY, schema_info
+from ._kinds import KIND_KEY, widened_from
 from ._registry import ContextRegistry
 from ._schema import RoleContext
 from ._validate import SECTION
@@ -150,7 +150,7 @@ def check_export(registry: ContextRegistry, export_dir: Path) -> CheckReport:
         seen.add(current)
         old_schema = json.loads((export_dir / entry["file"]).read_text())
         changes = diff_schemas(old_schema, current.model_json_schema())
-        changes += _behaviour_changes(entry, schema_info(current), changes)
+        changes += _behaviour_changes(entry, current, changes)
         reports.append(_judge(current, entry, changes))
     for schema in registry.schemas():
         if schema not in seen:
@@ -159,8 +159,9 @@ def check_export(registry: ContextRegistry, export_dir: Path) -> CheckReport:
     return CheckReport(reports)
 
 
-def _behaviour_changes(entry: dict[str, Any], info: SchemaInfo, changes: list[Change]) -> list[Change]:
+def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes: list[Change]) -> list[Change]:
     """What changed that JSON Schema cannot show (validators, serializers, config, list vs tuple), from the lock."""
+    info = schema_info(schema)
     if entry.get("fingerprint") == info.fingerprint:
         return []
     old = entry.get("fields")
@@ -176,6 +177,7 @@ def _behaviour_changes(entry: dict[str, Any], info: SchemaInfo, changes: list[Ch
             )
         ]
     new = info.field_digests
+    core = schema.__pydantic_core_schema__
     code: list[Change] = []
     fields: list[Change] = []
     for key in sorted(set(old) | set(new)):
@@ -184,23 +186,26 @@ def _behaviour_changes(entry: dict[str, Any], info: SchemaInfo, changes: list[Ch
             continue
         if key.startswith(CONFIG_KEY):
             model = key.removeprefix(CONFIG_KEY)
-            code.append(
-                Change("BEHAVIOUR_CHANGED", model, f"model config {before or 'defaults'} -> {after or 'defaults'}")
-            )
+            code.append(Change("CODE_CHANGED", model, f"model config {before or 'defaults'} -> {after or 'defaults'}"))
         elif key.startswith(KIND_KEY):
-            if before is not None and after is not None:  # an added or removed field has its own rule
+            # An added or removed field has its own rule; a widening (to an optional, a union, Any) reads every old
+            # value as the same typed value, as the handshake judges it.
+            if before is not None and after is not None and not widened_from(core, key, before):
                 code.append(
                     Change(
-                        "BEHAVIOUR_CHANGED",
+                        "FIELD_TYPE_CHANGED",
                         key.removeprefix(KIND_KEY),
-                        "its type changed between kinds the wire carries alike (tuple / list / set, Enum / str / "
-                        "Path / UUID / SecretStr, model / dict): workers refuse the driver's values as a mismatch",
+                        f"{before} -> {after}: kinds the wire carries alike, so old values would be read as another "
+                        "kind of value; workers refuse them as a mismatch",
                     )
                 )
         elif key.startswith("@"):
             what, _, where = key[1:].rpartition(" on ")
             status = "added" if before is None else "removed" if after is None else "code changed"
-            code.append(Change("BEHAVIOUR_CHANGED", where, f"{what} {status}"))
+            # What runs while a payload validates can change its values; what only serializes or fills a default
+            # cannot (payloads carry every field's value).
+            rule = "BEHAVIOUR_CHANGED" if what.startswith(_VALUE_SAFE) else "CODE_CHANGED"
+            code.append(Change(rule, where or what, f"{what} {status}"))
         elif before is not None and after is not None and not any(_under(c.path, key) for c in changes):
             fields.append(
                 Change(
@@ -212,6 +217,10 @@ def _behaviour_changes(entry: dict[str, Any], info: SchemaInfo, changes: list[Ch
     if code or fields or changes:
         return code or fields
     return [Change("BEHAVIOUR_CHANGED", "<root>", "the fingerprint changed, but no field, validator or config did")]
+
+
+# Field-digest entries (``@<kind> <name> on <where>``) whose change leaves every decoded value as it was.
+_VALUE_SAFE = ("serializer ", "wrap-serializer ", "default-factory ", "computed-field ")
 
 
 def _under(path: str, field_name: str) -> bool:

@@ -190,12 +190,37 @@ def test_defaulted_field_in_a_list_item_model_is_compatible(
 def test_a_validator_json_schema_cannot_show_is_named(
     run_cli: Run, nested_export: Path, write: Callable[[str, str], Path]
 ) -> None:
-    """A new validator leaves the JSON Schema as it was; the check still names it, from the lock's digests."""
+    """A new validator leaves the JSON Schema as it was; the check names it from the lock's digests, and calls it
+    breaking: the same input may now validate to other values (the handshake refuses a value it changes)."""
     write("nestedmod.py", _nested(scale="Annotated[int, AfterValidator(lambda v: v * 100)]"))
     res = run_cli("schema", "check", "-s", "nestedmod", "exported")
+    assert res.code == 1, res.out + res.err
+    assert (
+        "BREAKING CODE_CHANGED           RewardContext.scale: after-validator RewardContext.<lambda> added" in res.out
+    )
+    assert "set version=2" in res.out
+
+
+def test_a_kind_the_wire_carries_alike_is_a_type_change(run_cli: Run, write: Callable[[str, str], Path]) -> None:
+    """`list[int]` -> `tuple[int, ...]` has the same JSON Schema and the same bytes, but old values would be read as
+    another kind of value: breaking, as the handshake refuses it."""
+    write("nestedmod.py", _nested(scale="list[int]").replace("scale: list[int] = 1", "scale: list[int] = []"))
+    assert run_cli("schema", "export", "-s", "nestedmod", "-o", "exported").code == 0
+    write("nestedmod.py", _nested(scale="tuple[int, ...]").replace("= 1\n", "= ()\n", 1))
+    res = run_cli("schema", "check", "-s", "nestedmod", "exported")
+    assert res.code == 1, res.out + res.err
+    assert "BREAKING FIELD_TYPE_CHANGED     RewardContext.scale: list[int] -> tuple[int,...]" in res.out
+
+
+def test_a_serializer_is_listed_not_breaking(
+    run_cli: Run, nested_export: Path, write: Callable[[str, str], Path]
+) -> None:
+    """A serializer never touches the payload (payloads carry field values): listed, not breaking."""
+    module = _nested(scale="Annotated[int, PlainSerializer(lambda v: str(v))]")
+    write("nestedmod.py", module.replace("AfterValidator, BaseModel", "AfterValidator, BaseModel, PlainSerializer"))
+    res = run_cli("schema", "check", "-s", "nestedmod", "exported")
     assert res.code == 0, res.out + res.err
-    assert "BEHAVIOUR_CHANGED      RewardContext.scale: after-validator RewardContext.<lambda> added" in res.out
-    assert "run `verl-ctx schema export` to record these changes" in res.out
+    assert "BEHAVIOUR_CHANGED      RewardContext.scale: serializer RewardContext.<lambda> added" in res.out
 
 
 def test_check_without_lock_is_a_usage_error(run_cli: Run, write: Callable[[str, str], Path]) -> None:
