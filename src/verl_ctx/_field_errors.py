@@ -13,7 +13,6 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
-import re
 import types
 import typing
 import uuid
@@ -258,17 +257,14 @@ def withheld(value: Any) -> str:
 
 
 def without_assigned_values(text: str, assignments: Iterable[str]) -> str:
-    """``text`` with the value of every ``key=value`` in ``assignments`` replaced by ``<value withheld>``.
+    """``text`` with the value of every ``key=value`` in ``assignments`` withheld, whole and in part.
 
     For messages of other libraries (Hydra, click) that echo a command-line override: any value may be a secret
-    meant for a context, and the key is what a user needs to fix the override.
+    meant for a context, and the key is what a user needs to fix the override (see ``_withhold``).
     """
-    for assignment in assignments:
-        value = assignment.partition("=")[2]
-        if value:
-            # The value as a token of its own (a sentence's full stop may follow it), not inside a longer name.
-            text = re.sub(rf"(?<![\w.\-]){re.escape(value)}(?![\w\-])(?!\.\w)", "<value withheld>", text)
-    return text
+    from ._withhold import without_assigned_values as withhold
+
+    return withhold(text, assignments)
 
 
 def render_value(value: Any, limit: int = _MAX_SHOWN) -> str:

@@ -145,7 +145,14 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
         try:
             value = OmegaConf.to_container(value, resolve=True)
         except Exception as e:  # noqa: BLE001 - OmegaConf raises many types for a bad interpolation
-            raise ConfigError(f"cannot resolve {what}: {e}") from None
+            # OmegaConf's message quotes the interpolation, which is part of a value that may be a secret: say
+            # where and what kind of failure only.
+            where = getattr(e, "full_key", None)
+            raise ConfigError(
+                f"cannot resolve {what}: the interpolation at {where or 'a key'} failed ({type(e).__name__}; its "
+                "text is not shown, it may be part of a secret). Fix or remove the ${...} in that value; write a "
+                "literal '${' as '\\${'"
+            ) from None
     if not isinstance(value, Mapping):
         raise ConfigError(f"{what} should be a mapping; got {type(value).__name__}")
     return value

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..._withhold import check_overrides
 from ...errors import ConfigError
 from ._entry import VERL_ENTRY, EntryPoint, entry_point
 
@@ -132,6 +133,7 @@ def compose_config(
         given.config_dir,
         [*given.overrides, *overrides],
     )
+    check_overrides(verl.overrides)  # one Hydra cannot read is named by position and key, never quoted
     search_dir = _search_dir(point, verl.config_path)
     for path in _override_files(search_dir, verl.config_name):
         _check_file(path)
