@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from pydantic.types import _SecretBase
 from pydantic_core import PydanticSerializationError, SchemaValidator, to_jsonable_python
 
+from ._budget import check_decode_cost
 from ._compiled import encoder_for, encoders
 
 __all__ = [
@@ -213,7 +214,12 @@ _decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
 
 
 def decode_payload(payload: bytes) -> Any:
-    """Plain Python data from payload bytes; raises msgspec, ValueError, or RecursionError on bad bytes."""
+    """Plain Python data from payload bytes; raises msgspec, ValueError, or RecursionError on bad bytes.
+
+    A payload whose maps and arrays alone would cost more than 4x its size + 50 MB is refused before it is parsed
+    (``_budget.PayloadCostError``, a ValueError).
+    """
+    check_decode_cost(payload)
     return _decoder.decode(payload)
 
 

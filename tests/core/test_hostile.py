@@ -135,3 +135,40 @@ def test_malformed_references_are_envelope_errors_and_contact_nothing(ref: dict[
         with pytest.raises(EnvelopeError):
             decode(source, Rows)
     assert ("ray" in sys.modules) == ray_loaded
+
+
+class Table(RoleContext, role="critic", registry=ContextRegistry("hostile-table")):
+    rows: list[Small] = Field(default_factory=list)
+
+
+@pytest.mark.parametrize(("schema", "field"), [(Rows, "free"), (Table, "rows")], ids=["Any", "list[Model]"])
+@pytest.mark.parametrize(
+    "fill",
+    [b"\x80", b"\x90", b"\x81\xc0\xc0"],
+    ids=["empty maps", "empty arrays", "maps of one nil"],
+)
+def test_a_payload_of_empty_containers_is_refused_before_it_costs_gigabytes(
+    schema: type[RoleContext], field: str, fill: bytes
+) -> None:
+    """64 MiB of empty maps (Python builds 64+ bytes for each byte) is refused before decoding, in about a second,
+    with its extra memory within 4x the payload + 50 MB, for an `Any` field as for a typed one."""
+    size = 64 * 1024 * 1024 - 64
+    count = size // len(fill)
+    env = encode(schema())
+    env["payload"] = b"\x81" + msgspec.msgpack.encode(field) + b"\xdd" + count.to_bytes(4, "big") + fill * count
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(EnvelopeError, match="maps and arrays"):
+            decode(env, schema)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 5  # ~0.3 s here; generous for a loaded CI machine
+    assert peak < 4 * len(env["payload"]) + 50 * 2**20
+
+
+def test_a_large_table_of_real_rows_still_decodes() -> None:
+    """The check refuses container density, not size: 100,000 real rows (~3 MB) decode as before."""
+    ctx = Table(rows=[Small(name=f"r{i}", lr_scale=1 + i / 7) for i in range(100_000)])
+    assert decode(encode(ctx), Table) == ctx
