@@ -120,13 +120,24 @@ def test_preflight_refuses_a_pool_no_node_can_hold_and_a_replica_wider_than_the_
     wide = _pool_config("trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
     (problem,) = check_resources(wide, 1, [1])
     assert "one rollout replica needs 2 GPU(s) (actor_rollout_ref.rollout.tensor_model_parallel_size=2" in problem
-    assert "verl would start no rollout replica at all" in problem
+    assert "the global_pool it is carved from has 1 (trainer.n_gpus_per_node x trainer.nnodes)" in problem
     pool = _pool_config(
         "trainer.n_gpus_per_node=1",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
         "trainer.v1.trainer_mode=external_pool",
     )
     assert check_resources(pool, 1, [1]) == []
+    standalone = _pool_config(
+        "trainer.n_gpus_per_node=1",
+        "trainer.v1.trainer_mode=separate_async",
+        "actor_rollout_ref.hybrid_engine=false",
+        "actor_rollout_ref.rollout.n_gpus_per_node=2",
+        "actor_rollout_ref.rollout.nnodes=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+    )
+    (problem,) = check_resources(standalone, 3, [3])  # the training pool holds no replica with hybrid_engine=false
+    assert "one rollout replica needs 4 GPU(s)" in problem
+    assert "the standalone rollout it is carved from has 2 (actor_rollout_ref.rollout.n_gpus_per_node x " in problem
 
 
 def test_a_preflight_shortfall_is_one_pickling_launch_error_with_cause_and_key() -> None:

@@ -107,11 +107,15 @@ def _mode(config: Any) -> str:
     return str(_select(config, "trainer.v1.trainer_mode", "sync")).split("+", 1)[0]
 
 
-def _local_replicas(config: Any) -> bool:
-    """Whether the trainer starts rollout replicas on the training GPUs (verl's hybrid replicas)."""
+def _replica_pools(config: Any, pools: Sequence[Pool]) -> list[Pool]:
+    """The pools verl carves rollout replicas from: the training pool (hybrid replicas, unless
+    ``actor_rollout_ref.hybrid_engine=false``) and separate_async's standalone pool; none for the external pool."""
     from .external._checks import TRAINER_MODE
 
-    return not (_select(config, "trainer.use_v1", True) and _mode(config) == TRAINER_MODE)
+    if _select(config, "trainer.use_v1", True) and _mode(config) == TRAINER_MODE:
+        return []
+    hybrid = [pools[0]] if _select(config, "actor_rollout_ref.hybrid_engine", True) else []
+    return hybrid + [p for p in pools if p.name == "standalone rollout"]
 
 
 def check_resources(config: Any, total: float, per_node: Sequence[float], *, resource: str = "GPU") -> list[str]:
@@ -133,15 +137,15 @@ def check_resources(config: Any, total: float, per_node: Sequence[float], *, res
                 f"{pool} needs {pool.nodes} node(s) with {pool.per_node} {resource}(s) each and the Ray cluster has "
                 f"{fitting} (its nodes have {', '.join(map(str, largest)) or 'none'})"
             )
-    if _local_replicas(config):
-        rollout = "actor_rollout_ref.rollout"
-        sizes = [_int(config, f"{rollout}.{k}", 1) for k in _REPLICA_KEYS]
-        replica, gpus = sizes[0] * sizes[1] * sizes[2], pools[0].total
-        if gpus and replica > gpus:
+    rollout = "actor_rollout_ref.rollout"
+    sizes = [_int(config, f"{rollout}.{k}", 1) for k in _REPLICA_KEYS]
+    replica = sizes[0] * sizes[1] * sizes[2]
+    for pool in _replica_pools(config, pools):
+        if pool.total and replica > pool.total:
             problems.append(
                 f"one rollout replica needs {replica} {resource}(s) ({rollout}.tensor_model_parallel_size={sizes[0]} x "
-                f"data_parallel_size={sizes[1]} x pipeline_model_parallel_size={sizes[2]}) and the training pool has "
-                f"{gpus} (trainer.n_gpus_per_node x trainer.nnodes): verl would start no rollout replica at all"
+                f"data_parallel_size={sizes[1]} x pipeline_model_parallel_size={sizes[2]}) and the {pool.name} it is "
+                f"carved from has {pool.total} ({pool.keys[0]} x {pool.keys[1]}): verl would start no replica there"
             )
     return problems
 
