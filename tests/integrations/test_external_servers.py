@@ -309,3 +309,26 @@ def test_stub_server_answers_like_a_pool_server() -> None:
     server = StubServer("s", version=4)
     out = asyncio.run(server.generate("r", [1, 2], {}))
     assert out.extra_fields == {"server": "s", "global_steps": 4}
+
+
+@pytest.mark.parametrize(
+    ("weight_sync", "staleness"),
+    [
+        ({"mode": "reload_from_checkpoint", "every_n_steps": 3}, "is 1 but weight_sync.every_n_steps=3"),
+        ({"mode": "none", "directory": "/shared"}, "needs weight_sync reload_from_checkpoint"),
+    ],
+)
+def test_a_bad_max_staleness_is_reported_with_the_weight_sync_error_not_after_it(
+    weight_sync: dict[str, Any], staleness: str
+) -> None:
+    """weight_sync invalid on another field (its directory) and max_staleness wrong for its mode or sync interval:
+    both errors in one answer, each at its own path, not the second only after the first is fixed."""
+    routing = {"servers": [{"name": "a"}], "weight_sync": weight_sync, "max_staleness": 1}
+    with pytest.raises(ContextValidationError) as caught:
+        validate({"extra_context": {"rollout": {"routing": routing}}}, registry=REG)
+    paths = [e.path for e in caught.value.errors]
+    assert paths == [
+        "extra_context.rollout.routing.weight_sync.directory",
+        "extra_context.rollout.routing.max_staleness",
+    ]
+    assert staleness in caught.value.errors[1].message

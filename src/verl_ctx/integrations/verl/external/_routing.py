@@ -10,7 +10,15 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ...._schema import RoleContext
 
@@ -170,18 +178,59 @@ class ExternalRouting(BaseModel):
     def _staleness_measurable(cls, value: int | None, info: ValidationInfo) -> int | None:
         sync = info.data.get("weight_sync")
         if value is None or sync is None:
-            return value
-        if sync.mode == "none":
-            raise ValueError(
-                "needs weight_sync reload_from_checkpoint: with none the pool's weights never change, so there is "
-                "no version to compare"
-            )
-        if sync.every_n_steps - 1 > value:
-            raise ValueError(
-                f"is {value} but weight_sync.every_n_steps={sync.every_n_steps}: between syncs outputs are up to "
-                f"{sync.every_n_steps - 1} steps behind by design; raise max_staleness or sync more often"
-            )
+            return value  # weight_sync itself is invalid: judged from its input by _every_error
+        problem = _staleness_problem(value, sync.mode, sync.every_n_steps)
+        if problem:
+            raise ValueError(problem)
         return value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _every_error(cls, data: Any, handler: ModelWrapValidatorHandler[ExternalRouting]) -> ExternalRouting:
+        """An invalid ``weight_sync`` does not hide a ``max_staleness`` error its input already shows: both at once."""
+        try:
+            return handler(data)
+        except ValidationError as e:
+            extra = _raw_staleness_problem(data)
+            if extra is None or any(err["loc"][:1] == ("max_staleness",) for err in e.errors()):
+                raise
+            details: list[Any] = [
+                {"type": err["type"], "loc": err["loc"], "input": err["input"], "ctx": err.get("ctx", {})}
+                for err in e.errors(include_url=False)
+            ]
+            staleness = data["max_staleness"]
+            details.append(
+                {"type": "value_error", "loc": ("max_staleness",), "input": staleness, "ctx": {"error": extra}}
+            )
+            raise ValidationError.from_exception_data(e.title, details) from None
+
+
+def _staleness_problem(value: int, mode: str, every_n_steps: int) -> str | None:
+    if mode == "none":
+        return (
+            "needs weight_sync reload_from_checkpoint: with none the pool's weights never change, so there is "
+            "no version to compare"
+        )
+    if every_n_steps - 1 > value:
+        return (
+            f"is {value} but weight_sync.every_n_steps={every_n_steps}: between syncs outputs are up to "
+            f"{every_n_steps - 1} steps behind by design; raise max_staleness or sync more often"
+        )
+    return None
+
+
+def _raw_staleness_problem(data: Any) -> str | None:
+    """``max_staleness`` judged from the raw input, when ``weight_sync`` failed on another of its fields."""
+    if not isinstance(data, dict):
+        return None
+    value, sync = data.get("max_staleness"), data.get("weight_sync")
+    sync = {"mode": sync} if isinstance(sync, str) else sync
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0 and isinstance(sync, dict)):
+        return None
+    mode, every = sync.get("mode"), sync.get("every_n_steps", 1)
+    if mode not in ("none", "reload_from_checkpoint") or not (isinstance(every, int) and every >= 1):
+        return None  # not judged on a guess
+    return _staleness_problem(value, mode, every)
 
 
 class ExternalRolloutContext(RoleContext):
