@@ -98,6 +98,10 @@ class StoreRefV1(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     actor_id: str
 
 
+_TOO_DEEP = (
+    "a value is nested too deeply to encode (hundreds of levels, in an `Any` or recursive field); flatten it, "
+    "or send it as text"
+)
 _FIELDS = EnvelopeV1.__struct_fields__
 ENVELOPE_KEYS = len(_FIELDS)
 
@@ -130,6 +134,8 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
             env["payload"] = payload_of(ctx)
         except UnencodableError as e:
             raise EnvelopeError(f"[{env['role']}] cannot encode {env['schema_id']}: {e}") from None
+        except RecursionError:
+            raise EnvelopeError(f"[{env['role']}] cannot encode {env['schema_id']}: {_TOO_DEEP}") from None
         return env
     info = cached_info(cls)  # a dict hit first: pydantic's metaclass makes isinstance() slow
     if info is None:
@@ -160,6 +166,8 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
         env["payload"] = encode_payload(ctx)
     except UnencodableError as e:
         raise EnvelopeError(f"[{role}] cannot encode {info.schema_id}: {e}") from None
+    except RecursionError:
+        raise EnvelopeError(f"[{role}] cannot encode {info.schema_id}: {_TOO_DEEP}") from None
     return env
 
 

@@ -34,6 +34,13 @@ def import_modules(modules: Sequence[str], *, what: str = "schema module") -> No
             raise ConfigError(f"{what} '{name}' called sys.exit({e.code!r}) while being imported") from None
         except Exception as e:
             raise ConfigError(f"{what} '{name}' failed while importing: {type(e).__name__}: {e}") from e
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - GeneratorExit, or a BaseException subclass of its own
+            raise ConfigError(
+                f"{what} '{name}' raised {type(e).__name__} (a BaseException, not an Exception) while being imported"
+                f"{': ' + str(e) if str(e) else ''}; fix the module so that importing it defines its schemas only"
+            ) from None
 
 
 def _is_prefix(missing: str, wanted: str) -> bool:

@@ -254,3 +254,106 @@ def test_accept_context_change_reaches_the_config_verl_gets(
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert seen.pop() == expected
+
+
+def _invoke(args: list[str], cwd: Path) -> tuple[int, str]:
+    """The CLI in this process (cheap): its exit code and everything it printed."""
+    import os
+
+    from click.testing import CliRunner
+
+    from verl_ctx.cli._main import cli
+
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        res = CliRunner().invoke(cli, args, prog_name="verl-ctx")
+    finally:
+        os.chdir(old)
+    assert isinstance(res.exception, SystemExit | None), repr(res.exception)
+    return res.exit_code, res.output
+
+
+def _deep_yaml(depth: int) -> str:
+    return "a: " + "[" * depth + "1" + "]" * depth + "\n"
+
+
+ALIAS_BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)
+)
+
+
+@pytest.mark.parametrize(
+    ("files", "config"),
+    [
+        ({"bad.yaml": b"a: \xff\xfe\n"}, "bad.yaml"),
+        ({"deep.yaml": _deep_yaml(1000).encode()}, "deep.yaml"),
+        ({}, "/proc/self/mem"),
+        (
+            {"main.yaml": b"defaults:\n  - grp: bomb\n  - _self_\na: 1\n", "grp/bomb.yaml": ALIAS_BOMB.encode()},
+            "main.yaml",
+        ),
+        (
+            {"main.yaml": b"defaults:\n  - grp: deep\n  - _self_\na: 1\n", "grp/deep.yaml": _deep_yaml(1000).encode()},
+            "main.yaml",
+        ),
+    ],
+    ids=["not UTF-8", "nested 1000 deep", "/proc/self/mem", "alias bomb in a defaults list", "deep in a defaults list"],
+)
+def test_a_config_file_that_cannot_be_read_safely_is_one_line_and_exit_2(
+    tmp_path: Path, files: dict[str, bytes], config: str
+) -> None:
+    """Every file Hydra would read (--config and what its defaults list pulls in) is checked first: exit 2, one line."""
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(content)
+    started = time.perf_counter()
+    code, out = _invoke(["validate", "-s", "verl_ctx", "--config", config], tmp_path)
+    assert time.perf_counter() - started < 30  # the alias bomb ran for minutes
+    assert code == 2, out
+    assert len(out.strip().splitlines()) == 1, out
+    assert "Traceback" not in out
+    assert "config file" in out or "cannot read" in out, out
+
+
+def test_a_fifo_as_config_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    """--config naming a FIFO would block on open until something writes: refused at once instead."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    result: list[tuple[int, str]] = []
+    args = ["validate", "-s", "verl_ctx", "--config", str(fifo)]
+    worker = threading.Thread(target=lambda: result.append(_invoke(args, tmp_path)))
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():  # release the blocked reader, then fail
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        worker.join(10)
+        pytest.fail("validate --config FIFO blocked")
+    ((code, out),) = result
+    assert code == 2, out
+    assert "not a regular file" in out
+
+
+@pytest.mark.parametrize(
+    "raise_",
+    ["raise GeneratorExit", "class Stop(BaseException): pass\nraise Stop('from the module')"],
+    ids=["GeneratorExit", "a BaseException subclass"],
+)
+def test_a_schema_module_raising_a_base_exception_is_a_usage_error(tmp_path: Path, raise_: str) -> None:
+    """A schema module that raises GeneratorExit or its own BaseException at import: exit 2 and one line."""
+    import sys
+
+    name = f"base_raiser_{abs(hash(raise_))}"
+    (tmp_path / f"{name}.py").write_text(raise_ + "\n")
+    try:
+        code, out = _invoke(["validate", "-s", name], tmp_path)
+    finally:
+        sys.modules.pop(name, None)
+        sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+    assert code == 2, out
+    assert len(out.strip().splitlines()) == 1, out
+    assert "Traceback" not in out

@@ -172,3 +172,18 @@ def test_a_large_table_of_real_rows_still_decodes() -> None:
     """The check refuses container density, not size: 100,000 real rows (~3 MB) decode as before."""
     ctx = Table(rows=[Small(name=f"r{i}", lr_scale=1 + i / 7) for i in range(100_000)])
     assert decode(encode(ctx), Table) == ctx
+
+
+@pytest.mark.parametrize("shape", ["lists", "dicts"])
+def test_an_any_value_nested_hundreds_deep_is_a_context_error_to_encode_and_validate(shape: str) -> None:
+    """encode() and validate() of an `Any` value nested 500 deep raise a ContextError, never a bare RecursionError."""
+    value: Any = _nested(500)
+    if shape == "dicts":
+        value = {}
+        node = value
+        for _ in range(500):
+            node["a"] = node = {}
+    with pytest.raises(ContextError, match="nested too deeply"):
+        encode(Rows(free=value))
+    with pytest.raises(ContextError, match="nested too deeply"):
+        validate({"extra_context": {"critic": {"free": value}}}, registry=REG)

@@ -25,8 +25,10 @@ one is composed as the primary config, with verl's config directory on its searc
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,8 @@ VERL_CONFIG_NAME = "ppo_trainer"  # hydra.main(config_name=...)
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: ...and files whose YAML aliases would expand to more values than this (a "billion laughs" file is tiny).
 MAX_CONFIG_NODES = 200_000
+#: ...and files nesting deeper than this (Hydra and OmegaConf recurse per level; verl's own go ~6 deep).
+MAX_CONFIG_DEPTH = 100
 
 _LAYERED = "verl_ctx_layered"
 
@@ -171,6 +175,7 @@ def _compose(
         if not os.path.isdir(config_dir):
             raise ConfigError(f"--config-dir {verl.config_dir}: no such directory ({config_dir})")
         search_path.prepend(provider="command-line", path=f"file://{config_dir}", anchor=schema)
+    _checked_sources(search_path)
     overrides = list(verl.overrides)
     return _hydra_call(
         lambda: _run(search_path, point.task_name, name, overrides), f"config {name} from {search_dir}", overrides
@@ -185,6 +190,7 @@ def _run(search_path: Any, task_name: str, name: str | None, overrides: list[str
     from hydra.types import RunMode
     from omegaconf import open_dict
 
+    _register_checked_source()
     backup = get_gh_backup()
     GlobalHydra.instance().clear()
     try:
@@ -197,6 +203,45 @@ def _run(search_path: Any, task_name: str, name: str | None, overrides: list[str
     with open_dict(config):  # the task function gets the config without Hydra's own node
         config.pop("hydra", None)
     return config
+
+
+_CHECKED_SCHEME = "verlctx-file"
+
+
+def _checked_sources(search_path: Any) -> None:
+    """Every config directory but verl's own is read through ``_checked_source``: each file Hydra loads from it (a
+    primary config, a defaults-list entry at any depth, a ``--config`` file's includes) passes ``_check_file``."""
+    trusted = os.path.realpath(verl_config_dir())
+    for element in search_path.get_path():
+        path = element.path[len("file://") :] if element.path.startswith("file://") else element.path
+        if "://" not in path and os.path.realpath(path) != trusted:  # a plain path is a file source to Hydra
+            element.path = f"{_CHECKED_SCHEME}://{path}"
+
+
+def _register_checked_source() -> None:
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance().register(_checked_source())
+
+
+@functools.cache
+def _checked_source() -> type:
+    """Hydra's file config source, with each file checked for size and YAML alias bombs before Hydra parses it."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra.plugins.config_source import ConfigResult
+
+    class CheckedFileConfigSource(FileConfigSource):  # type: ignore[misc]  # hydra is untyped here
+        @staticmethod
+        def scheme() -> str:
+            return _CHECKED_SCHEME
+
+        def load_config(self, config_path: str) -> ConfigResult:
+            full = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
+            if os.path.exists(full):
+                _check_file(Path(full))
+            return super().load_config(config_path)
+
+    return CheckedFileConfigSource
 
 
 def _compose_with_file(file: Path, verl: VerlArgs, point: EntryPoint) -> Any:
@@ -291,27 +336,73 @@ def _override_files(directory: str | None, config_name: str | None) -> list[Path
 
 
 def _check_file(path: Path) -> None:
-    """Refuse a config file that is huge, or that uses YAML aliases enough to be a bomb, before parsing it."""
+    """Refuse a config file that cannot be read as YAML text cheaply and safely, before Hydra parses it: not a
+    regular file (a FIFO would block, a device never ends), huge, not UTF-8, nested deeper than
+    ``MAX_CONFIG_DEPTH``, or using YAML aliases enough to be a bomb."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
-    if size > MAX_CONFIG_BYTES:
+    if not stat.S_ISREG(info.st_mode):
         raise ConfigError(
-            f"config file {path} is {size:,} bytes; verl-ctx reads configs up to {MAX_CONFIG_BYTES:,} bytes. Keep "
-            "large data out of the config (a path to a file your recipe reads)"
+            f"config file {path} is not a regular file (a directory, FIFO, socket or device); give a file"
         )
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path} is {info.st_size:,} bytes; verl-ctx reads configs up to {MAX_CONFIG_BYTES:,} bytes. "
+            "Keep large data out of the config (a path to a file your recipe reads)"
+        )
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)  # files under /proc say they are empty: read no more than allowed
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path} holds more than {MAX_CONFIG_BYTES:,} bytes; verl-ctx reads no more")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {e.start} is {raw[e.start : e.start + 1]!r}); save it as UTF-8"
+        ) from None
     import yaml
 
     try:
-        root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)  # aliases stay shared nodes: nothing expands
+        root = yaml.compose(text, Loader=yaml.SafeLoader)  # aliases stay shared nodes: nothing expands
     except yaml.YAMLError as e:
         raise ConfigError(f"cannot read config file {path}: {e}") from None
+    except RecursionError:
+        root = None
+        depth = MAX_CONFIG_DEPTH + 1
+    else:
+        depth = _depth(root)
+    if depth > MAX_CONFIG_DEPTH:
+        raise ConfigError(
+            f"config file {path} nests values more than {MAX_CONFIG_DEPTH} levels deep; verl's configs are a few "
+            "levels deep. Flatten it"
+        )
     if root is not None and _expanded_size(root, {}) > MAX_CONFIG_NODES:
         raise ConfigError(
             f"config file {path} would expand to more than {MAX_CONFIG_NODES:,} values through its YAML aliases: "
             "refused, as a YAML alias bomb would be. Write the values out"
         )
+
+
+def _depth(root: Any) -> int:
+    """How deep the YAML node tree under ``root`` goes (iterative; a shared node is visited once per depth)."""
+    deepest, todo, seen = 0, [(root, 1)], set()
+    while todo:
+        node, depth = todo.pop()
+        if (id(node), depth) in seen:
+            continue
+        seen.add((id(node), depth))
+        deepest = max(deepest, depth)
+        if depth > MAX_CONFIG_DEPTH:
+            return depth
+        if isinstance(node.value, list):
+            for item in node.value:
+                todo.extend((part, depth + 1) for part in (item if isinstance(item, tuple) else (item,)))
+    return deepest
 
 
 def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
