@@ -168,11 +168,17 @@ def _build(
         validator = fail_fast_validator(schema)
         checked, dropped = without_excess_keys(data, schema, MAX_ERRORS)
     post_init: frozenset[type] = frozenset()
+    core = with_fail_fast(schema.__pydantic_core_schema__) if fail_fast else schema.__pydantic_core_schema__
     if same_shape:
         # The driver's own schema: its validators ran there, and their results are the payload. Checked against
         # the schema's types and constraints, built without running them (or model_post_init) a second time.
-        core = with_fail_fast(schema.__pydantic_core_schema__) if fail_fast else schema.__pydantic_core_schema__
         validator, post_init = trusted_validator(schema, core)
+    elif env["schema_version"] == info.version:
+        # Skew: the validators whose code is the driver's ran there already; only the others run here (the values
+        # they change are then refused by the skew check). Their code is the same only where nothing they could
+        # read changed: no model's class state or config differs.
+        shared, replay = _shared_code(env, info)
+        validator, post_init = trusted_validator(schema, core, shared, replay)
     # Errors are turned into ours outside the except block: pydantic's error holds the input values (secrets
     # too), and an exception raised inside the block would keep it as __context__.
     failure: list[FieldError] | None = None
@@ -202,6 +208,18 @@ def _build(
             errors=failure,
         )
     raise _mismatch(env, info, "and the payload does not validate against the worker's schema:\n" + listing)
+
+
+def _shared_code(env: Mapping[str, Any], info: SchemaInfo) -> tuple[frozenset[int], bool]:
+    """The validators this worker shares with the driver (by id), and whether ``model_post_init`` is shared too."""
+    theirs = check_fields(env)
+    ours = info.field_digests
+    context = (k for k in set(theirs) | set(ours) if k.startswith(("@class ", CONFIG_KEY)))
+    if any(theirs.get(k) != ours.get(k) for k in context):
+        return frozenset(), False
+    shared = frozenset(i for i, key in info.function_entries.items() if theirs.get(key) == ours.get(key))
+    inits = (k for k in set(theirs) | set(ours) if k.startswith(("@post-init ", "@custom-init ")))
+    return shared, all(theirs.get(k) == ours.get(k) for k in inits)
 
 
 def _upgrade(

@@ -33,7 +33,7 @@ import textwrap
 import threading
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -60,6 +60,9 @@ class SchemaInfo:
     field_digests: dict[str, str]
     #: names of fields, at any depth, typed SecretStr / SecretBytes: redacted in errors and provenance.
     secret_fields: frozenset[str]
+    #: id() of each user function in the class's core schema -> its ``@``-entry in ``field_digests``: which
+    #: validators a skewed worker shares with the driver (this process's objects only; never sent or digested).
+    function_entries: Mapping[int, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 #: Prefix of a model-config entry in ``SchemaInfo.field_digests``.
@@ -123,8 +126,8 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
     core = _CoreCanon(schema)
     root = core.root()
     digests: dict[str, str] = {}
-    for name, field in schema.model_fields.items():
-        prop_name = field.validation_alias if isinstance(field.validation_alias, str) else field.alias or name
+    for name, spec in schema.model_fields.items():
+        prop_name = spec.validation_alias if isinstance(spec.validation_alias, str) else spec.alias or name
         prop = props.get(prop_name, props.get(name))
         digests[name] = _digest(
             {
@@ -142,6 +145,7 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
         fingerprint=_digest({"json": canon, "core": root}),
         field_digests=digests,
         secret_fields=frozenset(_secret_names(raw)),
+        function_entries=core.function_entries,
     )
 
 
@@ -215,6 +219,7 @@ class _CoreCanon:
         self.def_digests: dict[str, str] = {}
         self.in_progress: dict[str, str] = {}  # ref -> placeholder while a recursive definition is walked
         self.entries: dict[str, str] = {}
+        self.function_entries: dict[int, str] = {}
         self.fields: dict[str, Any] = {}
         # The baseline config every RoleContext has (extra="forbid"): only a schema's own settings are named.
         self.base_config = _plain_config(RoleContext.__pydantic_core_schema__.get("config") or {})
@@ -366,6 +371,7 @@ class _CoreCanon:
         while key in self.entries and self.entries[key] != digest[:12]:
             key, n = f"{base} #{n}", n + 1
         self.entries[key] = digest[:12]
+        self.function_entries[id(_unwrap(fn))] = key
         return digest
 
 

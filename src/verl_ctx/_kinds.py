@@ -50,6 +50,11 @@ class _Kinds:
             for value in node:
                 self._collect(value)
 
+    def declared_function(self, node: dict[str, Any]) -> bool:
+        """Whether a function node runs a validator the user declared (not a type's own function)."""
+        spec = node.get("function")
+        return isinstance(spec, dict) and id(function_of(spec.get("function"))) in self.declared
+
     def resolve(self, node: Any) -> Any:
         while isinstance(node, dict) and node.get("type") in ("definition-ref", "definitions", "default"):
             ref = node["type"] == "definition-ref"
@@ -115,7 +120,7 @@ class _Kinds:
         if kind in _FUNCTIONS or kind == "function-plain":
             fn = (node.get("function") or {}).get("function")
             inner = self.kind(node.get("schema"), d) if kind != "function-plain" else ""
-            if id(function_of(fn)) in self.declared:
+            if self.declared_function(node):
                 return inner or "plain"  # the user's validator: the fingerprint's, not the type's
             name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
             return f"{kind}({getattr(fn, '__module__', '')}.{name})[{inner}]"
@@ -193,6 +198,8 @@ def _alternatives(kind: str) -> list[str]:
 def _members(kinds: _Kinds, node: Any, depth: int) -> list[Any]:
     """The alternatives of an optional or union type, flattened (``int | str | None``: int, str, none)."""
     node = kinds.resolve(node)
+    while isinstance(node, dict) and node.get("type") in _FUNCTIONS and kinds.declared_function(node):
+        node = kinds.resolve(node.get("schema"))  # the user's validator around it: the kind is the inner type's
     if not isinstance(node, dict) or depth > 16:
         return []
     if node.get("type") == "nullable":

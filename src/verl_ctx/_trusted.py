@@ -33,9 +33,10 @@ __all__ = ["declared_validators", "function_of", "replay_post_init", "trusted_va
 _MARKERS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
 _FUNCTION_KINDS = frozenset({"function-before", "function-after", "function-wrap", "function-plain"})
 
-# (model class, fail_fast) -> (its trusted validator, the classes whose model_post_init runs after the build).
-# One entry per schema decoded with an equal fingerprint, bounded like the classes themselves.
-_cache: dict[tuple[type, bool], tuple[SchemaValidator, frozenset[type]]] = {}
+# (model class, fail_fast, the validators skipped or None for all, whether model_post_init is replayed) -> (its
+# trusted validator, the classes whose model_post_init runs after the build). A handful of entries per schema.
+_Key = tuple[type, bool, frozenset[int] | None, bool]
+_cache: dict[_Key, tuple[SchemaValidator, frozenset[type]]] = {}
 _lock = threading.Lock()
 
 
@@ -51,21 +52,29 @@ _IDENTITY = {"type": "no-info", "function": _identity}
 _IDENTITY_WRAP = {"type": "no-info", "function": _identity_wrap}
 
 
-def trusted_validator(model: type[BaseModel], core: Any) -> tuple[SchemaValidator, frozenset[type]]:
-    """A validator of ``core`` (``model``'s core schema, or a variant of it) that runs none of the user's validators,
-    and the model classes whose ``model_post_init`` ``replay_post_init`` must run on what it builds."""
-    key = (model, core is not model.__pydantic_core_schema__)
+def trusted_validator(
+    model: type[BaseModel], core: Any, shared: frozenset[int] | None = None, post_init: bool = True
+) -> tuple[SchemaValidator, frozenset[type]]:
+    """A validator of ``core`` (``model``'s core schema, or a variant of it) that does not run the user's declared
+    validators again, and the model classes whose ``model_post_init`` ``replay_post_init`` must run on what it builds.
+
+    ``shared``: skip only the validators with these ids (those the driver ran with the same code: a skewed worker
+    runs the others); None skips every one. ``post_init``: whether ``model_post_init`` is replayed keeping the
+    driver's field values (its code is the driver's) rather than run as part of validation.
+    """
+    key = (model, core is not model.__pydantic_core_schema__, shared, post_init)
     found = _cache.get(key)
     if found is not None:
         return found
-    post_init: set[type] = set()
-    stripped = _strip(core, declared_validators(core), post_init)
+    replayed: set[type] = set()
+    skipped = declared_validators(core) if shared is None else declared_validators(core) & shared
+    stripped = _strip(core, skipped, replayed if post_init else None)
     config = model.__pydantic_core_schema__.get("config")
     # pydantic-core reuses the validator a model class already has for any model schema it meets, which would run
     # that class's validators: this one is built from the stripped schema alone.
     validator = SchemaValidator(stripped, config, _use_prebuilt=False)
     with _lock:
-        found = _cache.setdefault(key, (validator, frozenset(post_init)))
+        found = _cache.setdefault(key, (validator, frozenset(replayed)))
     return found
 
 
@@ -126,7 +135,7 @@ def function_of(fn: Any) -> Any:
     return fn
 
 
-def _strip(node: Any, declared: set[int], post_init: set[type]) -> Any:
+def _strip(node: Any, declared: set[int], post_init: set[type] | None) -> Any:
     if isinstance(node, list):
         return [_strip(v, declared, post_init) for v in node]
     if not isinstance(node, dict):
@@ -139,11 +148,11 @@ def _strip(node: Any, declared: set[int], post_init: set[type]) -> Any:
         spec = node.get("function")
         if isinstance(spec, dict) and id(function_of(spec.get("function"))) in declared:
             out["function"] = _IDENTITY_WRAP if kind == "function-wrap" else _IDENTITY
-    elif kind == "model":
+    elif kind == "model" and post_init is not None:
         if out.pop("post_init", None) and isinstance(node.get("cls"), type):
             post_init.add(node["cls"])
         out["custom_init"] = False
-    elif kind == "dataclass":
+    elif kind == "dataclass" and post_init is not None:
         out["post_init"] = False
     return out
 

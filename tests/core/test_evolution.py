@@ -8,8 +8,9 @@ import json
 import math
 import os
 import re
+import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, overload
@@ -17,12 +18,13 @@ from typing import Annotated, Any, Literal, Optional, Union, overload
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode
 from verl_ctx._codec import decode_payload, encode_payload
+from verl_ctx._export import _behaviour_changes
 from verl_ctx.errors import SchemaMismatchError, SchemaSkewWarning
-from verl_ctx.schema import RULES, Change, Rule, diff_schemas
+from verl_ctx.schema import RULES, Change, Rule, diff_schemas, schema_info
 
 from ..budget import budget
 
@@ -381,6 +383,9 @@ class Ty:
     name: str = ""
     values: tuple[Any, ...] = ()
     extra: Extra = "ignore"
+    #: a model's code besides its fields: ("K", n) a ClassVar; ("scale", f) a validator `v * cls.K` on int field f
+    #: (not idempotent); ("same", f) a validator returning v unchanged (idempotent)
+    code: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -391,6 +396,16 @@ class Fld:
 
 
 SCALARS = ("int", "float", "str", "bool", "literal")
+# Types the wire carries as a str: the typed value differs from the str it travels as.
+STR_LIKE = ("uuid", "path", "enum")
+
+
+class Color(enum.Enum):
+    X = "x"
+    Y = "y"
+    Z = "z"
+
+
 PATTERNS = {"^[ab]*$": "ab", "^[abc]*$": "abc"}
 FIELD_NAMES = ("a", "b", "c", "d", "e", "f")
 
@@ -424,7 +439,9 @@ def _set_bound(cons: dict[str, Any], key: str, value: Any) -> None:
 
 @st.composite
 def scalar(draw: st.DrawFn) -> Ty:
-    kind = draw(st.sampled_from(SCALARS))
+    kind = draw(st.sampled_from([*SCALARS, *SCALARS, *STR_LIKE]))
+    if kind in STR_LIKE:
+        return Ty(kind)
     if kind == "int":
         return Ty("int", draw(int_cons()))
     if kind == "float":
@@ -469,7 +486,23 @@ def model(draw: st.DrawFn, depth: int, names: list[int], tag: str | None = None)
         ty = draw(types(depth + 1, names))
         fields.append(Fld(fname, ty, draw(default_for(ty))))
     extra: Extra = draw(st.sampled_from(["ignore", "ignore", "forbid", "allow"]))
-    return Ty("model", fields=tuple(fields), name=name, extra=extra)
+    return Ty("model", fields=tuple(fields), name=name, extra=extra, code=draw(model_code(tuple(fields))))
+
+
+@st.composite
+def model_code(draw: st.DrawFn, fields: tuple[Fld, ...]) -> tuple[tuple[str, Any], ...]:
+    """Validators (idempotent and not) and the ClassVar one reads, on some of a model's fields."""
+    code: list[tuple[str, Any]] = []
+    for f in fields:
+        if f.name == TAG:
+            continue
+        if f.ty.kind == "int" and not f.ty.cons and draw(st.integers(0, 3)) == 0:
+            code.append(("scale", f.name))
+        elif draw(st.integers(0, 5)) == 0:
+            code.append(("same", f.name))
+    if any(k == "scale" for k, _ in code) or draw(st.integers(0, 5)) == 0:
+        code.append(("K", draw(st.sampled_from([1, 2, 3]))))
+    return tuple(code)
 
 
 @st.composite
@@ -477,7 +510,8 @@ def types(draw: st.DrawFn, depth: int, names: list[int]) -> Ty:
     if depth >= 3:
         return draw(scalar())
     # Containers and models weigh as much as scalars: nested changes are what the walk is for.
-    containers = ["list", "list", "set", "tuple", "dict", "optional", "union", "model", "model", "tagged", "any"]
+    containers = ["list", "list", "set", "frozenset", "tuple", "dict", "optional", "union", "model", "model"]
+    containers += ["tagged", "any"]
     kind = draw(st.sampled_from([*SCALARS, *SCALARS, *containers]))
     if kind in SCALARS:
         return draw(scalar())
@@ -491,8 +525,8 @@ def types(draw: st.DrawFn, depth: int, names: list[int]) -> Ty:
             if v is not None
         }
         return Ty("list", tuple(cons.items()), args=(draw(types(depth + 1, names)),))
-    if kind == "set":
-        return Ty("set", args=(draw(scalar().filter(lambda t: t.kind != "float")),))
+    if kind in ("set", "frozenset"):
+        return Ty(kind, args=(draw(scalar().filter(lambda t: t.kind != "float")),))
     if kind == "tuple":
         return Ty("tuple", args=tuple(draw(st.lists(scalar(), min_size=1, max_size=2))))
     if kind == "dict":
@@ -515,11 +549,11 @@ def default_for(draw: st.DrawFn, ty: Ty) -> Any:
     """A default the type holds, or REQUIRED (models, and lists that need items, get none)."""
     if draw(st.integers(0, 3)) == 0:
         return REQUIRED
-    if ty.kind in (*SCALARS, "tuple", "union"):
+    if ty.kind in (*SCALARS, *STR_LIKE, "tuple", "union"):
         return draw(values(ty))
     if ty.kind == "list":
         return [] if dict(ty.cons).get("min_length", 0) == 0 else REQUIRED
-    return {"set": set(), "dict": {}, "optional": None, "any": None}.get(ty.kind, REQUIRED)
+    return {"set": set(), "frozenset": frozenset(), "dict": {}, "optional": None, "any": None}.get(ty.kind, REQUIRED)
 
 
 # --- values of a type ---
@@ -559,8 +593,14 @@ def values(ty: Ty) -> st.SearchStrategy[Any]:
         lo, hi = c.get("min_length", 0), c.get("max_length", max(3, c.get("min_length", 0)))
         # min_length above max_length: no list is valid, so there is no payload to draw
         return st.nothing() if lo > hi else st.lists(values(ty.args[0]), min_size=lo, max_size=hi)
-    if ty.kind == "set":
-        return st.lists(values(ty.args[0]), max_size=3).map(set)
+    if ty.kind in ("set", "frozenset"):
+        return st.lists(values(ty.args[0]), max_size=3).map(set if ty.kind == "set" else frozenset)
+    if ty.kind == "uuid":
+        return st.sampled_from([uuid.UUID(int=1), uuid.UUID(int=2**100)])
+    if ty.kind == "path":
+        return st.sampled_from([Path("/a"), Path("b/c")])
+    if ty.kind == "enum":
+        return st.sampled_from(list(Color))
     if ty.kind == "tuple":
         return st.tuples(*(values(a) for a in ty.args))
     if ty.kind == "dict":
@@ -614,6 +654,10 @@ def annotation(ty: Ty) -> Any:
         return Annotated[inner, Field(**c)] if c else inner
     if ty.kind == "set":
         return set[annotation(ty.args[0])]  # type: ignore[misc]
+    if ty.kind == "frozenset":
+        return frozenset[annotation(ty.args[0])]  # type: ignore[misc]
+    if ty.kind in STR_LIKE:
+        return {"uuid": uuid.UUID, "path": Path, "enum": Color}[ty.kind]
     if ty.kind == "tuple":
         return tuple[tuple(annotation(a) for a in ty.args)]  # type: ignore[misc]
     if ty.kind == "dict":
@@ -637,11 +681,30 @@ def render(ty: Ty, root: bool = False) -> type[BaseModel]:
     fields: dict[str, Any] = {
         f.name: (annotation(f.ty), ... if f.default is REQUIRED else f.default) for f in ty.fields
     }
+    code = dict(ty.code)
+    validators: dict[str, Callable[..., Any]] = {
+        f"_{kind}_{name}": field_validator(name)(_scale if kind == "scale" else _same)
+        for kind, name in ty.code
+        if kind in ("scale", "same")
+    }
+    base: dict[str, Any] = {"__validators__": validators}
     if root:
-        return create_model(
-            "Ctx", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": ContextRegistry()}, **fields
-        )
-    return create_model(ty.name, __config__=ConfigDict(extra=ty.extra), **fields)
+        base |= {"__base__": RoleContext, "__cls_kwargs__": {"role": "critic", "registry": ContextRegistry()}}
+    else:
+        base |= {"__config__": ConfigDict(extra=ty.extra)}
+    made: Any = create_model("Ctx" if root else ty.name, **base, **fields)
+    if "K" in code:
+        setattr(made, "K", code["K"])  # noqa: B010 - a ClassVar the scale validator reads
+    return made
+
+
+def _scale(cls: Any, v: Any) -> Any:
+    """Not idempotent: each validation multiplies again (an int; an edit may have retyped the field)."""
+    return v * cls.K if type(v) is int else v
+
+
+def _same(cls: Any, v: Any) -> Any:
+    return v
 
 
 # --- random edits at random depth ---
@@ -707,6 +770,7 @@ def edit(draw: st.DrawFn, node: Ty, depth: int, names: list[int], is_root: bool)
     options = ["retype", "tweak", "tweak", "tweak"]
     if node.kind == "model":
         options += ["add field", "remove field", "rename field", "toggle default", "change default"]
+        options += ["validator", "classvar"] * 2
         options += [] if is_root else ["extra"] * 3
     if node.cons or node.kind in ("int", "float", "str", "list"):
         options += ["constraint"] * 4
@@ -747,6 +811,22 @@ def edit(draw: st.DrawFn, node: Ty, depth: int, names: list[int], is_root: bool)
             fields[i] = replace(fields[i], default=draw(default_for(fields[i].ty)))
     elif what == "extra":
         return replace(node, extra=draw(st.sampled_from(["ignore", "forbid", "allow"]))), what
+    elif what == "validator":  # one validator added or removed; the model's fields stay
+        kept = [c for c in node.code if c[0] != "K"]
+        plain = [f for f in fields if f.name != TAG]
+        remove = draw(st.booleans())
+        if kept and remove:
+            del kept[draw(st.integers(0, len(kept) - 1))]
+        elif plain:
+            f = draw(st.sampled_from(plain))
+            kept.append(("scale" if f.ty.kind == "int" and not f.ty.cons else "same", f.name))
+        else:
+            return node, "no-op"
+        k = dict(node.code).get("K", 2)
+        return replace(node, code=(*kept, ("K", k))), what
+    elif what == "classvar":  # the value a validator reads, changed
+        k = dict(node.code).get("K", 1)
+        return replace(node, code=(*[c for c in node.code if c[0] != "K"], ("K", k % 3 + 1))), what
     elif what == "constraint":
         return draw(constraint(node)), what
     elif what == "literal values":
@@ -774,7 +854,9 @@ def tweak(draw: st.DrawFn, node: Ty) -> Ty:
     if k == "float":
         options += [Ty("int"), Ty("union", args=(Ty("float"), Ty("int")))]
     if k == "str":
-        options += [Ty("literal", values=("x", "y")), Ty("bool"), Ty("int")]
+        options += [Ty("literal", values=("x", "y")), Ty("bool"), Ty("int"), Ty("uuid"), Ty("path"), Ty("enum")]
+    if k in STR_LIKE:
+        options += [Ty("str"), Ty("literal", values=("x", "y"))]
     if k == "literal":
         options += [Ty("str" if isinstance(node.values[0], str) else "int"), Ty("float")]
     if k == "bool":
@@ -782,7 +864,9 @@ def tweak(draw: st.DrawFn, node: Ty) -> Ty:
     if k == "list" and node.args[0].kind in SCALARS and node.args[0].kind != "float":
         options += [Ty("set", args=node.args), Ty("set", args=node.args), Ty("tuple", args=node.args)]
     if k == "set":
-        options += [Ty("list", args=node.args)]
+        options += [Ty("list", args=node.args), Ty("frozenset", args=node.args)]
+    if k == "frozenset":
+        options += [Ty("set", args=node.args), Ty("tuple", args=node.args)]
     if k == "optional":
         options += [node.args[0]]
     if k == "union":
@@ -824,6 +908,13 @@ def constraint(draw: st.DrawFn, node: Ty) -> Ty:
 # --- one direction of one pair ---
 
 
+def _has_code(ty: Ty) -> bool:
+    """Whether a validator sits anywhere in ``ty``."""
+    return any(k in ("scale", "same") for k, _ in ty.code) or any(
+        _has_code(t) for t in (*ty.args, *(f.ty for f in ty.fields))
+    )
+
+
 def typed_same(sent: Any, got: Any) -> bool:
     """Whether the worker's typed value ``got`` is the driver's ``sent`` as a Python value: the same kinds at every
     level (a tuple is not a list, a set not a frozenset, an Enum member not its value, a model not a dict), the
@@ -862,7 +953,7 @@ def same(sent: Any, got: Any, ty: Ty) -> bool:
     if k == "tagged" and isinstance(sent, dict) and isinstance(got, dict):
         member = next((m for m in ty.args if m.fields[0].default == got.get(TAG)), None)
         return member is not None and same(sent, got, member)
-    if k == "set" and type(sent) is list and type(got) is list:
+    if k in ("set", "frozenset") and type(sent) is list and type(got) is list:
         return len(sent) == len(got) and sorted(map(_typed, sent)) == sorted(map(_typed, got))
     if type(sent) is not type(got):
         return False
@@ -898,9 +989,13 @@ def check_direction(data: st.DataObject, old_ty: Ty, new_ty: Ty, label: str, tal
         _bump(f"schemas pydantic refuses to build ({type(e).__name__})", tally)
         return
     changes = diff_schemas(old_schema, new_schema)
+    # What `schema check` adds from the lock file's digests (validators, class state, config, kinds), as it does.
+    lock = {"fingerprint": schema_info(Old).fingerprint, "fields": dict(schema_info(Old).field_digests)}
+    changes += _behaviour_changes(lock, New, changes)
     breaking = any(c.breaking for c in changes)
     _bump("directions checked", tally)
     _bump("breaking verdicts" if breaking else "compatible verdicts", tally)
+    old_ty_has_code, new_ty_has_code = _has_code(old_ty), _has_code(new_ty)
     witness = None
     for _ in range(5 if breaking else 3):
         payload = data.draw(values(old_ty), label=f"{label} payload")
@@ -925,11 +1020,29 @@ def check_direction(data: st.DataObject, old_ty: Ty, new_ty: Ty, label: str, tal
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SchemaSkewWarning)
-                decode(env, New)
+                got = decode(env, New)
             decoded = True
         except SchemaMismatchError as e:
             decoded, refused_kind = False, "(its type: the same bytes" in str(e)
+        if schema_info(Old).fingerprint == schema_info(New).fingerprint:
+            # The same schema: the worker holds the driver's values, validated once (a validator that is not
+            # idempotent does not run again), whatever validating them again would give.
+            assert decoded, f"decode refused a payload of its own schema: {sent!r}"
+            assert typed_same(instance, got), f"the worker's values are not the driver's: {instance!r} / {got!r}"
+            _bump("same schema: the driver's values", tally)
+            continue
         _bump("payloads decoded", tally)
+        # Never another value: whatever decode accepts is the driver's value, typed (checked on what it returned).
+        assert not decoded or typed_same(instance, got), f"decoded another value: {instance!r} -> {got!r}\n{changes}"
+        if old_ty_has_code or new_ty_has_code:
+            # With validators, the worker runs only those whose code differs from the driver's (the shared ones
+            # ran there); `direct` above ran them all, so it is no truth here. A compatible verdict must decode.
+            _bump("pairs with validators: safety and verdict checked", tally)
+            assert breaking or decoded, f"verdict compatible, but decode refused {sent!r}; changes: {changes}"
+            if breaking and not decoded:
+                witness = witness if witness is not None else sent
+                break
+            continue
         _bump("typed changes the wire does not show" if lossless and not typed else "payloads typed alike", tally)
         if typed and refused_kind:
             # The handshake judges a type change between kinds the wire carries alike by the schemas, not by this
@@ -989,7 +1102,7 @@ def _oracle(data: st.DataObject) -> None:
 _PROFILE = settings.default
 assert _PROFILE is not None  # the stubs allow None; hypothesis always has a loaded profile once imported
 ORACLE_SETTINGS = settings(
-    max_examples=max(budget(120, 300), _PROFILE.max_examples),
+    max_examples=max(budget(120, 600), _PROFILE.max_examples),  # pairs per seed: 600 in `make campaigns`
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
