@@ -148,7 +148,7 @@ def _body(field: str, returns: str, *before: str) -> str:
 _COLOR = "class Color(str, Enum):\n    RED = 'red'"
 _INNER = "class Inner(BaseModel):\n    a: int = 1"
 # Lossless changes: the driver's typed value decodes unchanged, with a SchemaSkewWarning.
-LOSSLESS = {
+LOSSLESS: dict[str, tuple[dict[str, str], dict[str, str], dict[str, Any]]] = {
     "int -> int | None (a widening)": ({"body": "x: int = 0"}, {"body": "x: int | None = 0"}, {"x": 3}),
     "a field added beside a validator that is not idempotent": (
         {"body": _body("n: int = 1", "v * 3")},
@@ -301,7 +301,7 @@ def test_a_change_that_keeps_every_typed_value_decodes_with_a_warning(
     schema = _worker_schema(tmp_path, list(ALL).index(case), LOSSLESS[case][1])
     with pytest.warns(SchemaSkewWarning):
         got = decode(text, schema)
-    if "n" in dict(LOSSLESS[case][2]):  # the shared validator ran on the driver only: 1 * 3, not 9
+    if "n" in LOSSLESS[case][2]:  # the shared validator ran on the driver only: 1 * 3, not 9
         assert got.n == 3
     else:
         assert got.x == 3 or got.x.a == 2
