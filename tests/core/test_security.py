@@ -32,6 +32,9 @@ def test_deeply_nested_payload_is_refused() -> None:
     """A payload nested a million levels deep is refused with an EnvelopeError, not a crash."""
     env = encode(Small())
     env["payload"] = b"\x81\xa4meta" + b"\x91" * 1_000_000 + b"\x00"
+    with pytest.raises(EnvelopeError, match="maps and arrays"):  # a million arrays in 1 MB: refused unparsed
+        decode(env, Small)
+    env["payload"] = b"\x81\xa4meta" + b"\x91" * 100_000 + b"\x00"  # within the budget: the decoder's own limit
     with pytest.raises(EnvelopeError, match="nested too deeply"):
         decode(env, Small)
 
