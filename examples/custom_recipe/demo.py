@@ -13,6 +13,7 @@ Run it from the repository root: ``python -m examples.custom_recipe.demo [--lega
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -81,7 +82,8 @@ def main(argv: list[str]) -> int:
         code, output = streamed("run", "--rehearse", *RECIPE_ARGS, *overrides)
     if code != 0:
         return 1
-    leaked = SECRET in output
+    log = re.search(r"verl's and Ray's output: (\S+\.log)", output)  # verl's config dump and Ray's lines
+    leaked = SECRET in output or (log is not None and SECRET in Path(log.group(1)).read_text())
     print(f"\nthe judge's API key in anything printed, verl's own config dump included: {'YES' if leaked else 'no'}")
 
     print(f"\n$ verl-ctx validate -s examples.custom_recipe.contexts --config ... {BAD_OVERRIDE}")

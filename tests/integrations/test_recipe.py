@@ -74,10 +74,32 @@ def test_reward_context_reaches_the_config_the_reward_manager_gets(rehearsal: An
     assert "api_key=SecretStr('**********')" in decoded
 
 
+def _logged(out: subprocess.CompletedProcess[str]) -> str:
+    """The rehearsal's log file: verl's and Ray's output, named on the console."""
+    found = re.search(r"verl's and Ray's output: (\S+\.log) \(--verbose shows it here\)", out.stdout)
+    assert found, out.stdout[-2000:]
+    with open(found.group(1)) as log:
+        return log.read()
+
+
+def test_a_rehearsal_prints_its_own_lines_and_keeps_verls_output_in_a_named_log(rehearsal: Any) -> None:
+    """The console shows verl-ctx's plan, the table and the verdict (tens of lines, not a thousand); verl's config
+    dump and Ray's forwarded worker lines are in the log file the console names."""
+    _path, out, _records = rehearsal
+    console = out.stdout + out.stderr
+    assert len(console.splitlines()) < 40, console
+    assert "rehearsal complete: 5 worker record(s)" in out.stdout
+    assert "'extra_context'" not in console
+    assert "pid=" not in console
+    log = _logged(out)
+    assert "'extra_context'" in log, "verl's TaskRunner printed its config into the log"
+    assert "pid=" in log
+
+
 def test_no_secret_in_anything_printed_nor_in_any_encoded_text(rehearsal: Any) -> None:
     """The plaintext secret is nowhere in the output (verl's config dump included), nor inside any verl-ctx text."""
     _path, out, _records = rehearsal
-    printed = out.stdout + out.stderr
+    printed = out.stdout + out.stderr + _logged(out)
     assert SECRET not in printed
     assert "'extra_context'" in printed, "verl's TaskRunner printed its config"
     texts = re.findall(r"verl-ctx:1:[A-Za-z0-9+/=]+", printed)

@@ -6,11 +6,13 @@ second, before a GPU job is queued. ``run`` validates first and launches nothing
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, TypeVar
@@ -484,6 +486,11 @@ def _findable(given: str, target: str) -> None:
 )
 @click.option("--rehearse", is_flag=True, help="Stop every worker at the engine boundary, on CPU, and report.")
 @click.option(
+    "--verbose",
+    is_flag=True,
+    help="With --rehearse: stream verl's and Ray's output here (default: into a log file whose name is printed).",
+)
+@click.option(
     "--check",
     "check_only",
     is_flag=True,
@@ -512,6 +519,7 @@ def run(
     worker_specs: tuple[str, ...],
     imports: tuple[str, ...],
     rehearse: bool,
+    verbose: bool,
     check_only: bool,
     fmt: str,
     offload_bytes: int | None,
@@ -553,8 +561,18 @@ def run(
             _check_only(checked)
             return
         if rehearse:
-            click.echo("rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)...")
-            records = _launch.rehearse(checked.config, checked.contexts, **options, require_decoded=False)
+            log = None if verbose else _log_file("rehearsal")
+            click.echo(
+                "rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)..."
+                + (f"\n  verl's and Ray's output: {log} (--verbose shows it here)" if log else "")
+            )
+            try:
+                with _output_into(log):
+                    records = _launch.rehearse(checked.config, checked.contexts, **options, require_decoded=False)
+            except BaseException:
+                if log:
+                    click.echo(f"verl's and Ray's output up to here: {log}", err=True)
+                raise
             click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
             try:
                 _launch.check_decoded(records, checked.contexts, checked.config)
@@ -574,6 +592,42 @@ def run(
         raise
     except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
         raise _stopped(e, show_traceback) from None
+
+
+def _log_file(what: str) -> str:
+    import tempfile
+
+    handle, path = tempfile.mkstemp(prefix=f"verl-ctx-{what}-", suffix=".log")
+    os.close(handle)
+    return path
+
+
+@contextlib.contextmanager
+def _output_into(path: str | None) -> Iterator[None]:
+    """This process's stdout and stderr (file descriptors 1 and 2) into ``path`` while the block runs.
+
+    verl prints its whole config and its engines' notices, and Ray forwards every worker's lines to the driver
+    (``log_to_driver``) through these descriptors: about a thousand lines a rehearsal, with the table that matters
+    last. Descriptors, not ``sys.stdout``, so what Ray's and verl's own threads and native code write goes too.
+    """
+    if path is None:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with open(path, "ab", buffering=0) as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def _check_only(checked: _Checked) -> None:
