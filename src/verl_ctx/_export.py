@@ -69,6 +69,16 @@ def config_json_schema(schemas: Sequence[type[RoleContext]]) -> dict[str, Any]:
 
 def export_schemas(registry: ContextRegistry, out_dir: Path) -> list[Path]:
     """Write every registered schema, the config schema and the lock file into ``out_dir``."""
+    try:
+        return _export_schemas(registry, out_dir)
+    except OSError as e:  # a directory that cannot be made or written: the user's to fix
+        where = e.filename if e.filename is not None else out_dir
+        raise ConfigError(
+            f"cannot write the export to {out_dir}: {e.strerror or e} ({where}); give a directory you can write to"
+        ) from None
+
+
+def _export_schemas(registry: ContextRegistry, out_dir: Path) -> list[Path]:
     schemas = registry.schemas()
     if not schemas:
         raise ConfigError("no RoleContext schemas are registered; pass the module that defines them with -s")

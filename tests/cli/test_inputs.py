@@ -357,3 +357,14 @@ def test_a_schema_module_raising_a_base_exception_is_a_usage_error(tmp_path: Pat
     assert code == 2, out
     assert len(out.strip().splitlines()) == 1, out
     assert "Traceback" not in out
+
+
+def test_an_export_directory_that_cannot_be_written_is_a_usage_error(
+    run_cli: Run, ctx_module: str, tmp_path: Path
+) -> None:
+    """`schema export -o` to a place that cannot be a directory (under a file): exit 2, one line, no traceback."""
+    (tmp_path / "a_file").write_text("x")
+    res = run_cli("schema", "export", "-s", ctx_module, "-o", "a_file/out")
+    assert res.code == 2, res.out + res.err
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert "Traceback" not in res.err
