@@ -346,3 +346,19 @@ def test_refused_where_verl_has_no_switch(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"needs verl >= 0\.9\.1: .*no LLMServerManager\.create_empty"):
         CpuExternalPoolTrainer(_config(tmp_path))
+
+
+@needs_switch
+def test_a_client_failure_is_what_the_trainer_raises(started: tuple[Any, dict[str, Any], Path]) -> None:
+    """A StaleOutputError one of the trainer's clients recorded (as an agent-loop worker's client does before it
+    raises) comes back from the trainer's pool state as itself, for fit() to raise instead of verl's symptom."""
+    from verl_ctx.errors import StaleOutputError
+
+    trainer, _servers, _scratch = started
+    assert trainer.pool_failure() is None
+    error = StaleOutputError("no server answered with weights within max_staleness=0 of the trainer's 3")
+    ray.get(trainer.pool_state.record_failure.remote(error))
+    ray.get(trainer.pool_state.record_failure.remote(StaleOutputError("a later one")))
+    found = trainer.pool_failure()
+    assert isinstance(found, StaleOutputError)
+    assert str(found) == str(error)  # the first one: the cause, not what followed from it

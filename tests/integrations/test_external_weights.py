@@ -265,8 +265,11 @@ def test_stale_outputs_are_never_returned_when_on_stale_is_error(
     assert _stale_events(state, expected=3) == (3, 3)
     ray.get(pool[fresh].set.remote(version=3))  # now both behind by more than 1
     lonely = ExternalLLMServerClient(verl_config, routing=routing, pool_state=state)
-    with pytest.raises(StaleOutputError, match=r"generated with weights version 3, 2 behind the trainer's 5"):
+    with pytest.raises(StaleOutputError, match=r"generated with weights version 3, 2 behind the trainer's 5") as raised:
         asyncio.run(lonely.generate("late", prompt_ids=[1], sampling_params={}))
+    recorded = ray.get(state.failure.remote())  # what the trainer raises on the driver instead of verl's symptom
+    assert isinstance(recorded, StaleOutputError)
+    assert str(recorded) == str(raised.value)
     ray.kill(host)
 
 

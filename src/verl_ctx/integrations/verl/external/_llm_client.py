@@ -135,7 +135,12 @@ class ExternalLLMServerClient(LLMServerClient):  # type: ignore[misc]
             output = await super().generate(request_id, **kwargs)
             self._version_of(output)
             return output
-        return await self._routed(self.router, request_id, kwargs)
+        try:
+            return await self._routed(self.router, request_id, kwargs)
+        except ServerUnavailableError as e:
+            if self.pool_state is not None:  # the trainer raises it on the driver, not verl's downstream symptom
+                await self.pool_state.record_failure.remote(e)
+            raise
 
     # ------------------------------------------------------------ routing
 

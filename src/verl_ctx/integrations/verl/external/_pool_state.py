@@ -6,7 +6,9 @@ verl; verl pickles that client into each agent-loop worker, so every copy reads 
 * ``version``: the trainer's current weights version (``global_steps`` after the latest update, synced to the
   pool or not): an output generated with an older version is that many steps stale;
 * ``excluded``: servers that failed to load the current weights, with why: clients route around them;
-* stale events the clients report (``on_stale: count``), which the trainer logs as metrics each step.
+* stale events the clients report (``on_stale: count``), which the trainer logs as metrics each step;
+* the first ``ServerUnavailableError`` (``StaleOutputError`` included) a client raised: verl's agent loop turns it
+  into a downstream symptom (the replay buffer's "no materializable trajectories"), so the trainer raises it instead.
 
 Methods are ``async`` so Ray runs the actor as an async actor: hundreds of concurrent readers do not queue.
 """
@@ -25,6 +27,7 @@ class PoolState:
         self.excluded: dict[str, str] = {}
         self._stale: Counter[str] = Counter()
         self._worst = 0
+        self._failure: BaseException | None = None
 
     async def snapshot(self) -> tuple[int, dict[str, str]]:
         """(trainer's weights version, excluded servers with why)."""
@@ -40,6 +43,15 @@ class PoolState:
         self._stale[server_id] += 1
         if version is not None:
             self._worst = max(self._worst, expected - version)
+
+    async def record_failure(self, error: BaseException) -> None:
+        """A client could not serve a request (the error it raised); the first one is kept."""
+        if self._failure is None:
+            self._failure = error
+
+    async def failure(self) -> BaseException | None:
+        """The first error a client recorded, if any."""
+        return self._failure
 
     async def take_stats(self) -> dict[str, Any]:
         """Stale events since the last call, per server, and the largest staleness seen; then reset."""

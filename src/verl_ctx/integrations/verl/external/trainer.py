@@ -177,6 +177,28 @@ class ExternalPoolTrainer(PPOTrainer):  # type: ignore[misc]
         self._pending_sync_metrics = {**(getattr(self, "_pending_sync_metrics", None) or {}), **metrics}
         return report
 
+    def fit(self, *args: Any, **kwargs: Any) -> Any:
+        """verl's ``fit``; when it fails after a client found no server (stale or down), that error is raised.
+
+        The client raises in an agent-loop worker; verl's loop catches it there and the driver would see only its
+        consequence (the replay buffer's "no materializable trajectories"). The client records the error in the
+        pool state first; this re-raises it, verl's error chained as the consequence.
+        """
+        try:
+            return super().fit(*args, **kwargs)
+        except Exception as e:
+            cause = self.pool_failure()
+            if cause is None or cause is e:
+                raise
+            raise cause from e
+
+    def pool_failure(self) -> BaseException | None:
+        """The first ``ServerUnavailableError`` (``StaleOutputError`` included) a client of this trainer raised."""
+        if self.pool_state is None:
+            return None
+        found: BaseException | None = ray.get(self.pool_state.failure.remote(), timeout=30)
+        return found
+
     # ------------------------------------------------------------------ verl's hooks
 
     def on_init_end(self) -> None:
