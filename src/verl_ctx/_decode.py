@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import msgspec
 from pydantic import BaseModel, ValidationError
 
+from ._budget import PayloadCostError, check_decode_cost
 from ._codec import (
     GC_PAUSE_BYTES,
     decode_payload,
@@ -142,6 +143,7 @@ def _build(
     if not refused and env["fingerprint"] == info.fingerprint and env["schema_version"] == info.version:
         compiled = decoders[schema] if schema in decoders else decoder_for(schema)
         if compiled is not None and env["schema_id"] == info.schema_id:
+            _check_cost(env, payload)  # the compiled decoder parses too: bounded as decode_payload is
             try:
                 # msgspec checks in C what pydantic would (verl_ctx._compiled); what it refuses, pydantic decides.
                 return compiled(payload), None
@@ -150,6 +152,8 @@ def _build(
     role = env["role"]
     try:
         data = decode_payload(payload)
+    except PayloadCostError as e:
+        raise EnvelopeError(f"[{role}] payload refused: {e}") from None
     except (msgspec.DecodeError, ValueError, OverflowError) as e:
         raise EnvelopeError(f"[{role}] corrupt payload: {e}") from None
     except RecursionError:
@@ -208,6 +212,14 @@ def _build(
             errors=failure,
         )
     raise _mismatch(env, info, "and the payload does not validate against the worker's schema:\n" + listing)
+
+
+def _check_cost(env: Mapping[str, Any], payload: bytes) -> None:
+    """Refuse a payload whose decoding would cost far more memory than its size (``_budget``), before parsing."""
+    try:
+        check_decode_cost(payload)
+    except PayloadCostError as e:
+        raise EnvelopeError(f"[{env['role']}] payload refused: {e}") from None
 
 
 def _shared_code(env: Mapping[str, Any], info: SchemaInfo) -> tuple[frozenset[int], bool]:

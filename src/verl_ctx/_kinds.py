@@ -64,6 +64,7 @@ class _Kinds:
     def models(self, core: Any) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every model and dataclass in ``core`` (each once), with its fields' schemas by name."""
         seen: set[int] = set()
+        refs: set[str] = set()  # each definition walked once: a recursive model refers to itself
         stack = [core]
         while stack:
             node = stack.pop()
@@ -73,7 +74,9 @@ class _Kinds:
             if not isinstance(node, dict):
                 continue
             if node.get("type") == "definition-ref":
-                stack.append(self.defs.get(node["schema_ref"]))
+                if node["schema_ref"] not in refs:
+                    refs.add(node["schema_ref"])
+                    stack.append(self.defs.get(node["schema_ref"]))
                 continue
             stack.extend(v for k, v in node.items() if k != "serialization")
             cls = node.get("cls")

@@ -329,3 +329,22 @@ def test_the_fingerprint_ignores_a_migration_and_keeps_a_plain_class() -> None:
 
     assert schema_info(make("1")).fingerprint == schema_info(make("2")).fingerprint
     assert not [k for k in schema_info(make("1")).field_digests if k.startswith("@class")]
+
+
+class Tree(BaseModel):
+    label: Annotated[str, AfterValidator(lambda v: v + "+")] = ""  # not idempotent
+    kids: list[Tree] = Field(default_factory=list)
+
+
+class Forest(RoleContext, role="ref", registry=REGISTRY):
+    tree: Tree = Field(default_factory=Tree)
+
+
+def test_a_recursive_model_is_described_once_and_validated_once() -> None:
+    """A model that refers to itself: its kinds and trusted validator are built (no endless walk), and every node's
+    validator ran once, on the driver."""
+    sent = Forest(tree=Tree(label="a", kids=[Tree(label="b", kids=[Tree(label="c")])]))
+    got = decode(encode(sent), Forest)
+    assert got == sent
+    assert got.tree.kids[0].kids[0].label == "c+"
+    assert "@kind Tree.kids" in schema_info(Forest).field_digests
