@@ -335,3 +335,26 @@ def test_tracked_run_config_holds_the_redacted_contexts(
     assert params["extra_context/critic/clip"] == 0.3
     assert params["extra_context/reward/judge/api_key"] == "**********"
     assert not any(SECRET in str(v) for v in params.values())
+
+
+def test_a_damaged_history_is_read_past_and_a_missing_envelopes_file_is_refused(tmp_path: Path) -> None:
+    """A history line that is not UTF-8 or nests past the parser's depth is left out (the rest is still the
+    lineage); a verl_ctx/ folder whose envelopes file was deleted, or is a directory, stops the resume with a
+    ConfigError instead of resuming as if nothing had been saved."""
+    from verl_ctx.errors import ConfigError
+    from verl_ctx.integrations.verl._checkpoint import Snapshot, _RunContexts
+
+    launch = dict(contexts(CriticV1()))
+    step = tmp_path / "global_step_1"
+    Snapshot.of(launch, history=[{"event": "launched"}]).write(step, global_step=1)
+    history = step / "verl_ctx" / "history.jsonl"
+    history.write_bytes(history.read_bytes() + b"\xff\xfe not UTF-8\n" + b"[" * 100_000 + b"\n")
+    assert Snapshot.read(step).history == [{"event": "launched"}]
+    run = _RunContexts(launch)
+    run.resume_from(str(step), accept=False)  # the same contexts: the resume goes on
+    (step / "verl_ctx" / "envelopes.json").unlink()
+    with pytest.raises(ConfigError, match=r"no readable verl_ctx/envelopes\.json"):
+        run.resume_from(str(step), accept=False)
+    (step / "verl_ctx" / "envelopes.json").mkdir()
+    with pytest.raises(ConfigError, match=r"no readable verl_ctx/envelopes\.json"):
+        run.refuse_changed(str(step), accept=False)

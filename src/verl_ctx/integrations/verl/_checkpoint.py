@@ -238,19 +238,36 @@ def _write(path: Path, text: str) -> None:
 
 
 def _read_history(path: Path) -> list[dict[str, Any]]:
+    """The lineage, as far as it reads: a line that is not a JSON object (a torn last line from a crash, bytes that
+    are not UTF-8, nesting past the parser's depth) is left out; the history is a record, never a reason to stop."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
     out = []
     for line in lines:
         try:
             entry = json.loads(line)
-        except ValueError:
-            continue  # a torn last line from a crash: the rest is still the lineage
+        except (ValueError, RecursionError):
+            continue
         if isinstance(entry, dict):
             out.append(entry)
     return out
+
+
+def _has_saved_contexts(folder: str) -> bool:
+    """Whether checkpoint ``folder`` holds contexts saved by verl-ctx; a ``verl_ctx/`` folder without its envelopes
+    file (deleted, or not a file) is a damaged checkpoint, never one to resume as if nothing had been saved."""
+    where = Path(folder) / DIR_NAME
+    if (where / ENVELOPES_FILE).is_file():
+        return True
+    if where.exists():
+        raise ConfigError(
+            f"checkpoint {folder} has a {DIR_NAME}/ folder but no readable {DIR_NAME}/{ENVELOPES_FILE} (deleted, or "
+            "not a file): its saved contexts cannot be compared with this launch's. Restore the file from a copy of "
+            f"the checkpoint, or, to resume without the comparison, remove {where}"
+        )
+    return False
 
 
 def _append_history(step_dir: str, entry: dict[str, Any]) -> None:
@@ -583,7 +600,7 @@ class _RunContexts:
     def refuse_changed(self, folder: str, *, accept: bool, record: bool = True) -> None:
         """Raise ``ContextChangedError`` (recorded in the checkpoint's history with ``record``) when the checkpoint's
         contexts differ from these and the change is not accepted; nothing else: the trainer records the resume."""
-        if not (Path(folder) / DIR_NAME / ENVELOPES_FILE).is_file():
+        if not _has_saved_contexts(folder):
             return
         _, found, entry = self._compared(folder)
         if found.changes and not accept:
@@ -601,7 +618,7 @@ class _RunContexts:
         return saved, found, entry
 
     def resume_from(self, folder: str, *, accept: bool) -> None:
-        if not (Path(folder) / DIR_NAME / ENVELOPES_FILE).is_file():
+        if not _has_saved_contexts(folder):
             print(
                 f"verl-ctx: checkpoint {folder} holds no saved contexts (saved without verl-ctx): nothing to compare; "
                 "this run's contexts are saved with its checkpoints from now on",
