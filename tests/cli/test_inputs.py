@@ -359,12 +359,15 @@ def test_a_schema_module_raising_a_base_exception_is_a_usage_error(tmp_path: Pat
     assert "Traceback" not in out
 
 
+@pytest.mark.parametrize("command", ["export", "envelope"])
 def test_an_export_directory_that_cannot_be_written_is_a_usage_error(
-    run_cli: Run, ctx_module: str, tmp_path: Path
+    run_cli: Run, ctx_module: str, tmp_path: Path, command: str
 ) -> None:
-    """`schema export -o` to a place that cannot be a directory (under a file): exit 2, one line, no traceback."""
+    """`schema export -o` / `schema envelope -o` to a place that cannot be written (under a file): exit 2, one
+    line, no traceback."""
     (tmp_path / "a_file").write_text("x")
-    res = run_cli("schema", "export", "-s", ctx_module, "-o", "a_file/out")
+    args = ("-s", ctx_module, "-o", "a_file/out") if command == "export" else ("-o", "a_file/out.json")
+    res = run_cli("schema", command, *args)
     assert res.code == 2, res.out + res.err
     assert len(res.err.strip().splitlines()) == 1, res.err
     assert "Traceback" not in res.err

@@ -385,13 +385,17 @@ def schema_check(modules: tuple[str, ...], export_dir: str, fmt: str) -> None:
 
 @schema.command("envelope")
 @click.option("-o", "--out", "out_file", required=True, type=_Path(dir_okay=False), help="File to write.")
+@_exits
 def schema_envelope(out_file: str) -> None:
     """Write the JSON Schema of the envelope format."""
     from .._envelope import envelope_json_schema
     from .._export import render_json
 
-    Path(out_file).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_file).write_text(render_json(envelope_json_schema()))
+    try:
+        Path(out_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(out_file).write_text(render_json(envelope_json_schema()))
+    except OSError as e:  # a read-only place, a file where a folder is needed, ...
+        raise ConfigError(f"cannot write {out_file!r}: {e.strerror or e}; choose a writable -o path") from None
     click.echo(f"wrote {out_file}")
 
 
