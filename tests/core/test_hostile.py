@@ -105,15 +105,7 @@ _REF = {
         {**_REF, "actor_id": "../etc"},
         {**_REF, "bytes": -1},
         {k: v for k, v in _REF.items() if k != "actor_id"},  # a reference without its store's identity
-        {
-            "verl_ctx_remote": 1,
-            "role": "critic",
-            "store": "verl_ctx_store_0123456789ab",
-            "namespace": "n",
-            "bytes": 1,
-            "actor_id": "ab" * 16,
-            "extra": "x",
-        },
+        {**_REF, "extra": "x"},
     ],
     ids=[
         "store missing",

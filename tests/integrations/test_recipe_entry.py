@@ -224,7 +224,9 @@ def test_validate_m_with_the_recipes_arguments_exits_0_and_judges_roles(in_colle
     out = _verl_ctx(in_collection, "validate", "--format", "json", *args)
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
-    assert set(report["roles"]) == {"actor", "critic", "reward", "rollout"}  # gae: a critic; no ref configured
+    active = {role for role, r in report["roles"].items() if r["active"]}
+    assert active == {"actor", "critic", "reward", "rollout"}  # gae: a critic; no ref configured
+    assert report["roles"]["ref"]["reason"], report["roles"]["ref"]  # inactive, with verl's reason
 
 
 def test_config_and_m_are_refused_together(in_collection: Path) -> None:
