@@ -44,7 +44,7 @@ from ._envelope import (
 )
 from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
-from ._kinds import KIND_KEY, widened_from
+from ._kinds import KIND_KEY, kept_untyped, widened_from
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
 from ._trusted import replay_post_init, trusted_validator
@@ -328,13 +328,19 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
 
 def _kinds_changed(env: Mapping[str, Any], info: SchemaInfo, schema: type[RoleContext]) -> list[str]:
     """The fields whose type changed between kinds the wire carries alike (tuple/list/set, Enum/str/Path/UUID/
-    SecretStr, model/dict): equal bytes, another typed value. A widening to an optional or union is not a change."""
+    SecretStr, model/dict): equal bytes, another typed value. A widening to an optional or union is not a change;
+    a field the worker's model does not declare but keeps as an unknown key (``extra="allow"``) is one unless its
+    driver's kind is plain data."""
     theirs = check_fields(env)
+    core = schema.__pydantic_core_schema__
     out = []
     for key, digest in info.field_digests.items():
         changed = key.startswith(KIND_KEY) and theirs.get(key, digest) != digest
-        if changed and not widened_from(schema.__pydantic_core_schema__, key, theirs[key]):
+        if changed and not widened_from(core, key, theirs[key]):
             out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, another kind of value)")
+    for key, kind in theirs.items():
+        if key.startswith(KIND_KEY) and key not in info.field_digests and kept_untyped(core, key, kind):
+            out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, kept untyped by the worker)")
     return out
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._trusted import declared_validators, function_of
 
-__all__ = ["KIND_KEY", "kind_entries", "widened_from"]
+__all__ = ["KIND_KEY", "kept_untyped", "kind_entries", "widened_from"]
 
 #: Prefix of a field-kind entry in ``SchemaInfo.field_digests``.
 KIND_KEY = "@kind "
@@ -62,6 +62,10 @@ class _Kinds:
         return node
 
     def models(self, core: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        for cls, fields in self.classes(core):
+            yield cls.__qualname__, fields
+
+    def classes(self, core: Any) -> Iterator[tuple[type, dict[str, Any]]]:
         """Every model and dataclass in ``core`` (each once), with its fields' schemas by name."""
         seen: set[int] = set()
         refs: set[str] = set()  # each definition walked once: a recursive model refers to itself
@@ -87,9 +91,9 @@ class _Kinds:
                     inner = self.resolve(inner.get("schema"))
                 fields = inner.get("fields") if isinstance(inner, dict) else None
                 if isinstance(fields, dict):  # model-fields
-                    yield cls.__qualname__, {n: f.get("schema") for n, f in fields.items()}
+                    yield cls, {n: f.get("schema") for n, f in fields.items()}
                 elif isinstance(fields, list):  # dataclass-args
-                    yield cls.__qualname__, {f["name"]: f.get("schema") for f in fields if isinstance(f, dict)}
+                    yield cls, {f["name"]: f.get("schema") for f in fields if isinstance(f, dict)}
 
     def kind(self, node: Any, depth: int = 0) -> str:
         node = self.resolve(node)
@@ -173,6 +177,20 @@ def widened_from(core: Any, key: str, theirs: str) -> bool:
             if f"{model}.{name}" == target:
                 mine = {_text(kinds.kind(m)) for m in [schema, *_members(kinds, schema, 0)]}
                 return all(_accepted(alt, mine) for alt in _alternatives(theirs))
+    return False
+
+
+def kept_untyped(core: Any, key: str, theirs: str) -> bool:
+    """Whether a field only the driver's schema has (``key``, of the driver's kind ``theirs``) is held by the
+    worker as another typed value: its model (same name) keeps unknown keys (``extra="allow"``), so the value
+    arrives as plain msgpack data (a nested model as a ``dict``, a tuple as a ``list``, an Enum as a ``str``).
+    Where the model ignores or forbids unknown keys, the value is dropped or refused, and the value check says so."""
+    model, _, name = key.removeprefix(KIND_KEY).rpartition(".")
+    for cls, fields in _Kinds(core).classes(core):
+        if cls.__qualname__ == model and name not in fields:
+            config = getattr(cls, "model_config", None) or getattr(cls, "__pydantic_config__", None) or {}
+            keeps = config.get("extra") == "allow"
+            return keeps and not all(_accepted(alt, {"any"}) for alt in _alternatives(theirs))
     return False
 
 

@@ -136,7 +136,7 @@ class EnvelopeStore:
 
 EnvelopeStore.__module__ = "verl_ctx.integrations.verl._store"
 actor = ray.remote(EnvelopeStore).options(name=sys.argv[4], lifetime="detached").remote()
-print(actor._actor_id.hex())
+print("ACTOR_ID=" + actor._actor_id.hex(), flush=True)
 """
 
 
@@ -165,7 +165,8 @@ def test_a_store_of_another_job_claiming_our_class_is_refused_before_its_reply_i
         "store": name,
         "namespace": namespace,
         "bytes": 1,
-        "actor_id": out.stdout.split()[-1],
+        # Ray may print its own lines after ours (shutdown notices): the id is on the line we marked.
+        "actor_id": next(line for line in out.stdout.splitlines() if line.startswith("ACTOR_ID=")).split("=", 1)[1],
     }
     impostor = ray.get_actor(name, namespace=namespace)
     try:
