@@ -1,45 +1,99 @@
-"""What decoding a payload will cost, bounded before it is decoded: containers are the amplifier.
+"""What decoding a payload will cost, bounded before it is decoded: the number of items is the amplifier.
 
-MessagePack holds an empty map or array in one byte; Python builds it as a 56-64-byte object plus its slot in the
-parent, so 64 MiB of empty maps decode to ~4.6 GB (and pydantic then validates each). Scalars amplify far less
-(a float is 9 bytes on the wire and ~32 in memory; a string costs its length plus ~50 bytes, and its bytes
-are on the wire too). So before a payload is parsed its containers are counted, and a payload whose containers
-alone would cost more than ``4 * len(payload) + 50 MB`` is refused.
+MessagePack holds an empty map, an empty array, a nil, a zero, a boolean or an empty string in one byte. Python
+gives each item a slot of 8 bytes in the container msgspec builds, and another in the copy pydantic validates it
+into (``list[Any]``, a model's field dict), and a map or array is a 56-64-byte object besides. So 64 MiB of nils in
+an ``Any`` field decode to 512 MiB of list slots, and 64 MiB of empty maps to ~4.6 GB. Before a payload is parsed
+its items are counted and charged ``ITEM_COST`` each (``CONTAINER_COST`` more for a map or array), and a payload
+whose charge exceeds ``4 * len(payload) + 50 MB`` is refused, whatever the schema (the walk reads the bytes, not
+the schema, so an ``Any`` field is bounded as a typed one is).
 
-The count is made in two steps, both bounded: every byte that could be a container's header is counted in C
-(``bytes.translate`` then ``count``: ~0.2 s at 64 MiB); only when that upper bound is over budget (the payload is
-made of containers, or holds binary data whose bytes look like headers) is the payload walked item by item,
-skipping string and binary bodies whole, and the walk stops as soon as the budget is spent.
+Scalars that build an object (a float, a large int, a string of two characters or more) are charged their slot
+only: a table of ordinary rows costs ~10x its wire size in Python (``benchmarks/RESULTS.md``, 10^6 rows) and must
+still decode, while a flood of such scalars is refused by its slots before it gets far (22 M two-character strings
+in 64 MiB are 352 MB of slots).
+
+How the items are counted, and why so (measured at 64 MiB on a 2-core machine):
+
+* msgspec cannot count without building every item (0.9 s and 512 MiB for 64 MiB of nils, the cost being bounded),
+  and decoding into ``msgspec.Raw`` or a typed skeleton builds an object per item too;
+* a hand-written walk in Python costs ~0.3 us per item: 20 s for 64 M one-byte items;
+* a tokenizing regex (``re.subn`` over every msgpack item form) costs 30-450 ns per item (1.7-16 s);
+* one character class (``[...]+``, the regex engine's fast path) matches a run of one-byte items at ~2 ns a byte,
+  and ``bytes.translate`` + ``count`` counts the maps and arrays in it in C.
+
+So the count is made in two steps, both bounded: first an upper bound from the byte values alone (``translate``
+then ``count``, ~0.2 s at 64 MiB, and only above ~0.7 MB: below, even a payload of empty maps fits); only when that
+bound is over the budget is the payload walked item by item: a run of one-byte items is matched and counted in C a
+chunk at a time, string and binary bodies are skipped whole, a map or array that declares more items than the
+budget has left is refused at its header, and the walk stops as soon as the budget is spent. A flood of one-byte
+items is refused in ~0.1 s; one of multi-byte scalars (each a step of the Python loop) takes longer, its time
+bounded by the budget (about 20 M steps at 64 MiB).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["CONTAINER_COST", "PayloadCostError", "budget_for", "check_decode_cost", "container_count"]
+__all__ = [
+    "CONTAINER_COST",
+    "ITEM_COST",
+    "MAP_ENTRY_COST",
+    "PayloadCostError",
+    "budget_for",
+    "check_decode_cost",
+    "decode_charge",
+]
 
-#: Bytes of Python memory one decoded container costs at least (an empty dict is 64, a list 56, plus its slot).
-CONTAINER_COST = 72
+#: Bytes each decoded item costs at least: its slot in the container msgspec builds, and in the validated copy.
+ITEM_COST = 16
+#: Bytes a map or array costs besides its slot (an empty list is 56 bytes, an empty dict 64).
+CONTAINER_COST = 56
+#: Bytes each entry of a map16/32 costs besides its key's and value's slots: a dict keeps a hash and an index for
+#: each, and leaves a third of its table empty. Not charged to fixmaps (up to 15 entries: the rows of a table, whose
+#: cost is dominated by the map itself).
+MAP_ENTRY_COST = 32
 _SLACK = 50 * 1024 * 1024
 
-# 1 for each byte value that is a container's header: fixmap, fixarray, array16/32, map16/32.
-_HEADER = bytes(1 if 0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF else 0 for b in range(256))
+# Per byte value, for the upper bound and the runs: 2 for the header of a map or array (fixmap, fixarray, array16/32,
+# map16/32), 1 for any other byte that could start or be a one-byte item, 0 otherwise.
+_ONE_BYTE = frozenset([*range(0x00, 0xA1), 0xC0, 0xC2, 0xC3, *range(0xE0, 0x100)])
+_CLASS = bytes(2 if 0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF else 1 if b in _ONE_BYTE else 0 for b in range(256))
+_HEADER = bytes(1 if c == 2 else 0 for c in _CLASS)
 
-# For the walk: per first byte, (kind, bytes of the header after the first, fixed body bytes).
-# kind 0: scalar with a fixed size; 1: container with an inline count; 2: container with a counted header;
-# 3: str/bin/ext with a length field of `extra` bytes (ext adds one type byte).
+# For the walk, per first byte: the bytes of an item that starts with it when that is fixed (1 for a one-byte item,
+# 1 + its length for a fixstr, 1 + the value's bytes for a number or fixext), else 0 for a str/bin/ext whose length
+# follows, -1 for the header of an array16/32 or map16/32, -2 for 0xC1 (never used).
 _FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
 _FIXED.update({0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17})
-# One-byte items: positive fixints, fixmap and fixarray headers, the empty fixstr, nil, false, true, negative fixints.
-# A run of them is skipped and counted in C (one character class: the regex engine's fast path), a chunk at a time
-# so the count still stops soon after the budget is spent.
+_STEP = tuple(
+    1
+    if b in _ONE_BYTE
+    else 1 + (b & 0x1F)
+    if 0xA1 <= b <= 0xBF
+    else 1 + _FIXED[b]
+    if b in _FIXED
+    else -1
+    if 0xDC <= b <= 0xDF
+    else -2
+    if b == 0xC1
+    else 0
+    for b in range(256)
+)
+# str/bin/ext with a length field of this many bytes (ext adds one type byte).
+_LENGTH = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC7: 1, 0xC8: 2, 0xC9: 4}
+# A run of one-byte items (positive fixints, fixmap and fixarray headers, the empty fixstr, nil, false, true,
+# negative fixints) is matched in C (one character class: the regex engine's fast path), a chunk at a time so the
+# walk still stops soon after the budget is spent.
 _ONE_BYTE_RUN = re.compile(rb"[\x00-\xa0\xc0\xc2\xc3\xe0-\xff]+")
 _CHUNK = 1 << 20
-_LENGTH = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC7: 1, 0xC8: 2, 0xC9: 4}
 
 
 class PayloadCostError(ValueError):
-    """A payload whose decoding would cost far more memory than its size (raised before it is decoded)."""
+    """A payload whose decoding would cost far more memory than its size (raised before it is decoded).
+
+    The decoder turns it into an ``EnvelopeError`` ("payload refused"); its message names sizes, never values.
+    """
 
 
 def budget_for(size: int) -> int:
@@ -48,59 +102,68 @@ def budget_for(size: int) -> int:
 
 
 def check_decode_cost(payload: bytes | memoryview) -> None:
-    """Refuse, before decoding, a payload whose containers alone would cost more than ``budget_for`` its size."""
+    """Refuse, before decoding, a payload whose items would cost more than ``budget_for`` its size."""
     size = len(payload)
     budget = budget_for(size)
-    if size * CONTAINER_COST <= budget:  # up to ~0.7 MB: even all containers fits
+    if size * (ITEM_COST + CONTAINER_COST) <= budget:  # up to ~0.7 MB: even all empty maps fits
         return
     data = bytes(payload) if isinstance(payload, memoryview) else payload
-    if data.translate(_HEADER).count(1) * CONTAINER_COST <= budget:
+    classes = data.translate(_CLASS)
+    headers, one_byte = classes.count(2), classes.count(1)
+    del classes
+    # Every item starts with its own byte, and an item that is not one byte long takes two at least.
+    bound = (headers + one_byte + (size - headers - one_byte) // 2) * ITEM_COST + headers * CONTAINER_COST
+    if bound <= budget:
         return
-    limit = budget // CONTAINER_COST
-    count = container_count(data, stop_after=limit)
-    if count > limit:
+    charge = decode_charge(data, stop_after=budget)
+    if charge > budget:
         raise PayloadCostError(
-            f"the payload ({size:,} bytes) holds more than {limit:,} maps and arrays: decoding it would take more "
-            f"than {budget // 2**20:,} MiB (4x its size + 50 MiB). Refused before decoding; a real context this "
-            "dense is a table of empty rows: send it as a count, or as fewer, larger values"
+            f"the payload ({size:,} bytes) holds so many items (each a slot in a list or map, each map or array an "
+            f"object besides) that decoding it would take more than {budget // 2**20:,} MiB, the limit for its "
+            f"size (4x its size + 50 MiB); it was refused before decoding. A real context this dense is a long "
+            "table of empty or tiny values, or of maps and arrays: send it as a count, as fewer and larger values "
+            "(a bytes or str field), or through a file the workers read"
         )
 
 
-def container_count(data: bytes, *, stop_after: int) -> int:
-    """The maps and arrays in ``data`` (a MessagePack stream), counted up to past ``stop_after``.
+def decode_charge(data: bytes, *, stop_after: int) -> int:
+    """What decoding ``data`` (a MessagePack stream) is charged, in bytes, counted up to past ``stop_after``.
 
     A run of one-byte items (fixints, nil, booleans, empty strings, and the headers of maps and arrays of up to 15
-    items, whose items follow as items of their own) is skipped and counted in C. Malformed input ends the count
-    where it stops making sense (the decoder reports it afterwards).
+    items, whose items follow as items of their own) is matched and counted in C. A map or array that declares more
+    items than the budget has left ends the count at its header. Malformed input ends the count where it stops
+    making sense (the decoder reports it afterwards).
     """
-    count, i, n = 0, 0, len(data)
-    fixed, length, run = _FIXED, _LENGTH, _ONE_BYTE_RUN
+    charge, i, n = 0, 0, len(data)
+    item, container = ITEM_COST, ITEM_COST + CONTAINER_COST
+    cost = tuple(container if h else item for h in _HEADER)
+    step, length, run, header = _STEP, _LENGTH, _ONE_BYTE_RUN, _HEADER
     while i < n:
         b = data[i]
-        if b <= 0xA0 or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
-            end = run.match(data, i, min(n, i + _CHUNK)).end()  # type: ignore[union-attr]  # data[i] matches
-            count += data[i:end].translate(_HEADER).count(1)
-            if count > stop_after:
-                return count
-            i = end
-            continue
-        i += 1
-        if b <= 0xBF:  # fixstr
-            i += b & 0x1F
-            continue
-        if 0xDC <= b <= 0xDF:  # array16/32, map16/32: items follow inline
-            count += 1
-            if count > stop_after:
-                return count
-            i += 2 if b in (0xDC, 0xDE) else 4
-            continue
-        skip = fixed.get(b)
-        if skip is not None:
-            i += skip
-            continue
-        width = length.get(b)
-        if width is None:  # 0xC1, never used
-            return count
-        body = int.from_bytes(data[i : i + width], "big")
-        i += width + body + (1 if b in (0xC7, 0xC8, 0xC9) else 0)
-    return count
+        s = step[b]
+        if s > 0:  # an item of a fixed size: one table lookup (~0.1 us a step; the common case of real rows)
+            charge += cost[b]
+            i += s
+            if s == 1 and i < n and step[data[i]] == 1:  # a run of one-byte items: matched and counted in C
+                end = run.match(data, i, min(n, i + _CHUNK)).end()  # type: ignore[union-attr]  # data[i] matches
+                charge += (end - i) * item + data[i:end].translate(header).count(1) * CONTAINER_COST
+                i = end
+        elif s == 0:  # str8/16/32, bin8/16/32, ext8/16/32: the body is skipped whole
+            width = length[b]
+            i += 1 + width + int.from_bytes(data[i + 1 : i + 1 + width], "big") + (1 if b in (0xC7, 0xC8, 0xC9) else 0)
+            charge += item
+        elif s == -1:  # array16/32, map16/32: a declared count the budget cannot hold ends the walk at the header
+            width = 2 if b in (0xDC, 0xDE) else 4
+            declared = int.from_bytes(data[i + 1 : i + 1 + width], "big")
+            if b >= 0xDE:  # a map: two items an entry, and the entry itself
+                charge += declared * MAP_ENTRY_COST
+                declared *= 2
+            charge += container
+            if charge + declared * item > stop_after:  # its items are charged as they come: refused now
+                return charge + declared * item
+            i += 1 + width
+        else:  # 0xC1, never used: the decoder reports it
+            return charge
+        if charge > stop_after:
+            return charge
+    return charge

@@ -216,8 +216,8 @@ _decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
 def decode_payload(payload: bytes) -> Any:
     """Plain Python data from payload bytes; raises msgspec, ValueError, or RecursionError on bad bytes.
 
-    A payload whose maps and arrays alone would cost more than 4x its size + 50 MB is refused before it is parsed
-    (``_budget.PayloadCostError``, a ValueError).
+    A payload whose items (a slot each, and an object for each map or array) would cost more than 4x its size +
+    50 MB is refused before it is parsed, whatever the schema (``_budget.PayloadCostError``, a ValueError).
     """
     check_decode_cost(payload)
     return _decoder.decode(payload)
