@@ -4,16 +4,23 @@ of today's schemas against an export (``verl-ctx schema export`` / ``schema chec
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import AliasChoices, BaseModel
+from pydantic.json_schema import GenerateJsonSchema, models_json_schema
+from pydantic_core import core_schema
+
+from ._decode import read_as
 from ._evolution import Change, diff_schemas
 from ._fingerprint import CONFIG_KEY, schema_info
-from ._kinds import KIND_KEY, widened_from
+from ._kinds import KIND_KEY, model_named, widened_from
 from ._registry import ContextRegistry
 from ._schema import RoleContext
+from ._secret_schema import _children as schema_children
+from ._secret_schema import _secret_kind as secret_kind
 from ._validate import SECTION
 from .errors import ConfigError
 
@@ -45,15 +52,20 @@ def role_json_schema(schema: type[RoleContext]) -> dict[str, Any]:
 def config_json_schema(schemas: Sequence[type[RoleContext]]) -> dict[str, Any]:
     """A schema for a whole verl config file: checks its ``extra_context`` section, allows every other key.
 
-    This is the file an editor (yaml-language-server) points at.
+    This is the file an editor (yaml-language-server) points at. Each role's schema is in it (``$defs``), as
+    ``<role>.schema.json`` has it, except that no field that can hold a secret is required: the recommended layout
+    gives a secret by a Hydra override or ``${oc.env:...}``, never in the file, and an editor would flag that file
+    invalid. ``<role>.schema.json`` stays the schema's exact record (``schema check`` compares with it).
     """
+    keys, top = models_json_schema([(s, "validation") for s in schemas], schema_generator=_EditorJsonSchema)
     roles: dict[str, Any] = {}
     for schema in schemas:
         for role in schema_info(schema).roles:
-            roles[role] = {"$ref": f"./{schema_file_name(schema)}"}
-    return {
+            roles[role] = dict(keys[(schema, "validation")])
+    out: dict[str, Any] = {
         "$schema": _DRAFT,
         "title": "verl config with verl-ctx contexts",
+        "$comment": "secret fields are optional here: give them by override or ${oc.env:...} (docs/editor.md)",
         "type": "object",
         "properties": {
             SECTION: {
@@ -65,6 +77,44 @@ def config_json_schema(schemas: Sequence[type[RoleContext]]) -> dict[str, Any]:
         },
         "additionalProperties": True,
     }
+    if top.get("$defs"):
+        out["$defs"] = top["$defs"]
+    return out
+
+
+class _EditorJsonSchema(GenerateJsonSchema):
+    """pydantic's JSON Schema, with every field that can hold a secret optional (at any depth)."""
+
+    def field_is_required(
+        self,
+        field: core_schema.ModelField | core_schema.DataclassField | core_schema.TypedDictField,
+        total: bool,
+    ) -> bool:
+        return super().field_is_required(field, total) and not _holds_secret(field["schema"])
+
+
+# Nodes whose fields are judged one by one where their own JSON Schema is generated: a field holding a model is not
+# itself a secret field (the model's secret fields are optional there).
+_OWN_FIELDS = frozenset({"model", "dataclass", "typed-dict", "definition-ref"})
+
+
+def _holds_secret(schema: Any) -> bool:
+    """Whether a field's value (its core schema) can be, or contain outside a nested model, a secret."""
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, Mapping):
+            continue
+        if secret_kind(node) is not None:
+            return True
+        kind = node.get("type")
+        if kind in _OWN_FIELDS:
+            continue
+        if kind == "definitions":
+            todo.append(node.get("schema"))
+            continue
+        todo.extend(schema_children(node))
+    return False
 
 
 def export_schemas(registry: ContextRegistry, out_dir: Path) -> list[Path]:
@@ -200,7 +250,11 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
         elif key.startswith(KIND_KEY):
             # An added or removed field has its own rule; a widening (to an optional, a union, Any) reads every old
             # value as the same typed value, as the handshake judges it.
-            if before is not None and after is not None and not widened_from(core, key, before):
+            if before is not None and after is None:
+                fields += _wire_name_gone(core, key.removeprefix(KIND_KEY), changes)
+            elif before is None and after is not None:
+                fields += _wire_name_required(core, key.removeprefix(KIND_KEY), old, changes)
+            elif before is not None and after is not None and not widened_from(core, key, before):
                 code.append(
                     Change(
                         "FIELD_TYPE_CHANGED",
@@ -227,6 +281,52 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
     if code or fields or changes:
         return code or fields
     return [Change("BEHAVIOUR_CHANGED", "<root>", "the fingerprint changed, but no field, validator or config did")]
+
+
+def _wire_name_gone(core: Any, where: str, changes: list[Change]) -> list[Change]:
+    """A field of a model (``Model.name``) that old payloads carry by its *name*, which the new model no longer reads.
+
+    JSON Schema names properties by alias, payloads carry field names: a field renamed with its old name as alias is
+    the same property to JSON Schema and reads old payloads (compatible); a field whose old name became an alias of
+    nothing (``t`` with ``alias="s"`` renamed back to ``s``) is the same property too, but old payloads carry ``t``.
+    """
+    model, _, name = where.rpartition(".")
+    cls = model_named(core, model)
+    if cls is None or not isinstance(cls, type) or not issubclass(cls, BaseModel) or name in cls.model_fields:
+        return []
+    if read_as(cls, name) or any(
+        c.rule == "FIELD_REMOVED" and (c.path == name or c.path.endswith(f".{name}")) for c in changes
+    ):
+        return []  # read by an alias, or already named by the JSON Schema's comparison
+    return [
+        Change(
+            "FIELD_REMOVED",
+            where,
+            f"old payloads carry the field by its name {name!r} (payloads do not use aliases); no field of {model} "
+            "reads that name any more: give the field `alias` or `validation_alias` that name",
+        )
+    ]
+
+
+def _wire_name_required(core: Any, where: str, old: Mapping[str, Any], changes: list[Change]) -> list[Change]:
+    """A required field of a model (``Model.name``) that old payloads, carrying the old field names, do not hold: one
+    JSON Schema cannot show when its name is another field's alias (two fields, one property)."""
+    model, _, name = where.rpartition(".")
+    cls = model_named(core, model)
+    spec = cls.model_fields.get(name) if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+    if spec is None or not spec.is_required():
+        return []
+    old_names = {k.removeprefix(f"{KIND_KEY}{model}.") for k in old if k.startswith(f"{KIND_KEY}{model}.")}
+    if not old_names or any(n in old_names for n in [name, *_input_names(spec)]):
+        return []  # a model new as a whole has its own rule; an old name read by alias is the old field
+    if any(c.rule == "REQUIRED_FIELD_ADDED" and (c.path == name or c.path.endswith(f".{name}")) for c in changes):
+        return []
+    return [Change("REQUIRED_FIELD_ADDED", where, "old payloads lack it (they carry field names); give it a default")]
+
+
+def _input_names(spec: Any) -> list[str]:
+    alias = spec.validation_alias if spec.validation_alias is not None else spec.alias
+    return [a for a in (alias.choices if isinstance(alias, AliasChoices) else [alias]) if isinstance(a, str)]
 
 
 # Field-digest entries (``@<kind> <name> on <where>``) whose change leaves every decoded value as it was.

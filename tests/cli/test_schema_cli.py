@@ -285,3 +285,86 @@ def test_committed_schemas_are_fresh(tmp_path: Path) -> None:
     )
     stale = [str(p) for p in fresh_files if (out / p).read_text() != (committed / p).read_text()]
     assert not stale, f"stale committed schemas {stale}: run `make schemas` and commit the result"
+
+
+SECRETS = """
+    from dataclasses import dataclass
+    import pydantic
+    from pydantic import BaseModel, Field, SecretBytes, SecretStr
+    from typing_extensions import TypedDict
+    from verl_ctx import RoleContext
+
+    class Judge(BaseModel):
+        url: str
+        api_key: SecretStr
+
+    class Creds(TypedDict):
+        user: str
+        token: SecretBytes
+
+    @dataclass
+    class Pin:
+        label: str
+        pin: pydantic.Secret[int]
+
+    class RewardContext(RoleContext, role="reward"):
+        name: str
+        token: SecretStr
+        maybe: SecretStr | None
+        keys: list[SecretStr]
+        by_host: dict[str, SecretBytes]
+        judge: Judge
+        panel: list[Judge] = []
+        creds: Creds
+        pin: Pin
+"""
+
+
+def test_editor_schema_leaves_every_secret_field_optional(
+    run_cli: Run, write: Callable[[str, str], Path], tmp_path: Path
+) -> None:
+    """A config section that leaves its secrets to an override or ${oc.env:...} is valid in the editor, at any depth;
+    every other required field stays required; <role>.schema.json stays the exact record `schema check` reads."""
+    write("secretmod.py", SECRETS)
+    res = run_cli("schema", "export", "-s", "secretmod", "-o", "exported")
+    assert res.code == 0, res.err
+    exported = tmp_path / "exported"
+    validator = _validator(exported)
+    section = {
+        "name": "judged",
+        "judge": {"url": "http://judge"},
+        "panel": [{"url": "http://a"}],
+        "creds": {"user": "me"},
+        "pin": {"label": "door"},
+    }
+    config = {"trainer": {"any": "thing"}, "extra_context": {"reward": section}}
+    assert list(validator.iter_errors(config)) == []  # type: ignore[attr-defined]
+    bare = {"extra_context": {"reward": {"judge": {}, "creds": {}, "pin": {}}}}
+    messages = sorted(e.message for e in validator.iter_errors(bare))  # type: ignore[attr-defined]
+    assert messages == [
+        "'label' is a required property",
+        "'name' is a required property",
+        "'url' is a required property",
+        "'user' is a required property",
+    ]
+    role = json.loads((exported / "reward.schema.json").read_text())
+    assert {"token", "maybe", "keys", "by_host"} <= set(role["required"])
+    assert "api_key" in role["$defs"]["Judge"]["required"]
+    res = run_cli("schema", "check", "-s", "secretmod", "exported")
+    assert res.code == 0, res.out + res.err
+
+
+def test_editor_schema_is_each_role_schema_but_for_secrets() -> None:
+    """Apart from the secret fields' `required`, the config schema holds each role's schema exactly as exported."""
+    import examples.custom_recipe.contexts  # noqa: F401  (registers the example's schemas)
+
+    from verl_ctx._export import config_json_schema
+    from verl_ctx._registry import default_registry
+
+    schemas = [s for s in default_registry.schemas() if s.__module__ == "examples.custom_recipe.contexts"]
+    editor = config_json_schema(schemas)
+    for schema in schemas:
+        own = schema.model_json_schema()
+        for name, definition in own.pop("$defs", {}).items():
+            assert editor["$defs"][name] == definition, name
+        assert editor["$defs"][schema.__name__] == own
