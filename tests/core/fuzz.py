@@ -8,7 +8,9 @@ and prints its figures: inputs tried, outcomes by exception type, worst time for
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
+import dataclasses
 import random
 import resource
 import sys
@@ -20,8 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import pydantic
+from pydantic import SecretBytes, SecretStr
+from typing_extensions import TypedDict
 
-from verl_ctx import ContextError, decode, encode, validate
+from verl_ctx import ContextError, ContextRegistry, RoleContext, decode, encode, validate
 from verl_ctx.envelope import to_text
 from verl_ctx.errors import SchemaSkewWarning
 
@@ -168,19 +173,187 @@ def _validator(case: Any) -> Any:
     return validate(case, registry=REGISTRY)
 
 
+# --- secrets in every shape a schema can hold them, and deep `Any` values ---------------------------------------
+
+SECRET_REGISTRY = ContextRegistry("fuzz-secrets")
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+="
+
+
+def secret_token(rng: random.Random) -> str:
+    """A recognizable random token with the characters base64 and shells care about (``/``, ``+``, ``=``)."""
+    return "sk/" + "".join(rng.choice(_TOKEN_CHARS) for _ in range(rng.randint(12, 40))) + "+="
+
+
+@dataclasses.dataclass
+class PlainHolder:
+    """A stdlib dataclass holding secrets."""
+
+    key: SecretStr
+    raw: SecretBytes = dataclasses.field(default_factory=lambda: SecretBytes(b""))
+
+
+@pydantic.dataclasses.dataclass
+class PydanticHolder:
+    """A pydantic dataclass holding secrets."""
+
+    key: SecretStr
+    generic: pydantic.Secret[str] | None = None
+
+
+class DictHolder(TypedDict):
+    """A TypedDict holding a secret."""
+
+    key: SecretStr
+    n: int
+
+
+class Inner(pydantic.BaseModel):
+    key: SecretStr
+    below: Inner | None = None
+
+
+class SecretShapes(RoleContext, role="critic", registry=SECRET_REGISTRY):
+    """Every container shape the schema supports, each able to hold a secret; `deep` is any value."""
+
+    plain: PlainHolder | None = None
+    pyd: PydanticHolder | None = None
+    td: DictHolder | None = None
+    generic: pydantic.Secret[str] | None = None
+    listed: list[SecretStr] = pydantic.Field(default_factory=list)
+    mapped: dict[str, SecretBytes] = pydantic.Field(default_factory=dict)
+    tupled: tuple[SecretStr, ...] = ()
+    queued: collections.deque[SecretStr] = pydantic.Field(default_factory=collections.deque)
+    nested: Inner | None = None
+    deep: Any = None
+
+
+def _nest(rng: random.Random, leaf: Any, depth: int) -> Any:
+    """``leaf`` inside ``depth`` random lists and single-key maps."""
+    for _ in range(depth):
+        leaf = [leaf] if rng.random() < 0.5 else {rng.choice("abc"): leaf}
+    return leaf
+
+
+def secret_instance(rng: random.Random) -> tuple[SecretShapes, list[str]]:
+    """A ``SecretShapes`` with a fresh secret in a random subset of its shapes, and those secrets."""
+    secrets: list[str] = []
+
+    def token() -> str:
+        secrets.append(secret_token(rng))
+        return secrets[-1]
+
+    values: dict[str, Any] = {}
+    makers: dict[str, Callable[[], Any]] = {
+        "plain": lambda: PlainHolder(key=SecretStr(token()), raw=SecretBytes(token().encode())),
+        "pyd": lambda: PydanticHolder(key=SecretStr(token()), generic=pydantic.Secret[str](token())),
+        "td": lambda: DictHolder(key=SecretStr(token()), n=rng.randint(0, 9)),
+        "generic": lambda: pydantic.Secret[str](token()),
+        "listed": lambda: [SecretStr(token()) for _ in range(rng.randint(1, 3))],
+        "mapped": lambda: {f"k{i}": SecretBytes(token().encode()) for i in range(rng.randint(1, 3))},
+        "tupled": lambda: tuple(SecretStr(token()) for _ in range(rng.randint(1, 3))),
+        "queued": lambda: collections.deque(SecretStr(token()) for _ in range(rng.randint(1, 3))),
+        "nested": lambda: _inner(rng.randint(1, 80), token),
+    }
+    for name in rng.sample(sorted(makers), rng.randint(1, len(makers))):
+        values[name] = makers[name]()
+    return SecretShapes(**values), secrets
+
+
+def _inner(depth: int, token: Callable[[], str]) -> Inner:
+    node = Inner(key=SecretStr(token()))
+    for _ in range(depth - 1):
+        node = Inner(key=SecretStr(token()), below=node)
+    return node
+
+
+def _leaks(text: str, secrets: list[str]) -> list[str]:
+    return [s for s in secrets if s in text or base64.b64encode(s.encode()).decode().rstrip("=") in text]
+
+
+def secret_campaign(n: int, seed: int) -> Report:
+    """``n`` cases: a context with secrets in random shapes (or a deep ``Any`` value) encoded, decoded back equal,
+    its payload mutated and decoded again; no secret appears in any repr, str or error, in clear or base64."""
+    rng = random.Random(seed)
+    report = Report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaSkewWarning)
+        for i in range(n):
+            started = time.perf_counter()
+            kind = "deep Any" if i % 4 == 3 else "secret shapes"
+            try:
+                outcome = _deep_case(rng) if kind == "deep Any" else _secret_case(rng, report, i)
+            except Exception as e:  # noqa: BLE001 - the defect we look for
+                outcome = f"DEFECT {type(e).__name__}"
+                report.defects.append(f"{kind} case {i}: {type(e).__name__}: {str(e)[:300]}")
+            took = time.perf_counter() - started
+            if took > report.worst_s:
+                report.worst_s, report.worst_kind = took, kind
+            report.outcomes[f"{kind}: {outcome}"] += 1
+            report.tried += 1
+    report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return report
+
+
+def _secret_case(rng: random.Random, report: Report, i: int) -> str:
+    ctx, secrets = secret_instance(rng)
+    for text in (repr(ctx), str(ctx)):
+        if leaked := _leaks(text, secrets):
+            report.defects.append(f"secret case {i}: repr/str shows {len(leaked)} secret(s)")
+    env = encode(ctx)
+    if leaked := _leaks(repr({k: v for k, v in env.items() if k != "payload"}), secrets):
+        report.defects.append(f"secret case {i}: the envelope's fields show {len(leaked)} secret(s)")
+    back = decode(env, SecretShapes)
+    if back != ctx:
+        report.defects.append(f"secret case {i}: decoded context differs from the encoded one")
+    if leaked := _leaks(repr(back), secrets):
+        report.defects.append(f"secret case {i}: the decoded repr shows {len(leaked)} secret(s)")
+    bad = dict(env)
+    bad["payload"] = mutate(rng, env["payload"])
+    try:
+        decode(bad, SecretShapes)
+    except ContextError as e:
+        if leaked := _leaks(f"{e}\n{e!r}\n{getattr(e, 'errors', '')!r}", secrets):
+            report.defects.append(f"secret case {i}: {type(e).__name__} shows {len(leaked)} secret(s)")
+        return "mutated: " + type(e).__name__
+    return "mutated: accepted"
+
+
+def _deep_case(rng: random.Random) -> str:
+    """An `Any` value nested up to ~600 deep: encodes and decodes back equal, or is a ContextError, never another."""
+    value = _nest(rng, rng.choice([None, 0, "x", 1.5, [], {}]), rng.randint(1, 600))
+    try:
+        env = encode(SecretShapes(deep=value))
+    except ContextError as e:
+        return "encode: " + type(e).__name__
+    try:
+        back = decode(env, SecretShapes)
+    except ContextError as e:
+        return "decode: " + type(e).__name__
+    if back.deep != value:
+        raise AssertionError("a deep Any value decoded differently")
+    try:
+        validate({"extra_context": {"critic": {"deep": value}}}, registry=SECRET_REGISTRY)
+    except ContextError as e:
+        return "round trip, validate: " + type(e).__name__
+    return "round trip"
+
+
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 100_000
     seed = int(argv[1]) if len(argv) > 1 else random.SystemRandom().randrange(2**32)
     started = time.perf_counter()
-    report = campaign(n, seed)
-    print(f"{report.tried:,} inputs (seed {seed}) in {time.perf_counter() - started:.1f} s")
-    for outcome, count in sorted(report.outcomes.items()):
-        print(f"  {count:>8,}  {outcome}")
-    print(f"worst time for one input: {report.worst_s * 1000:.1f} ms ({report.worst_kind})")
-    print(f"peak RSS of the process: {report.peak_rss_mib:.0f} MiB")
-    for defect in report.defects[:20]:
-        print("DEFECT", defect)
-    return 1 if report.defects else 0
+    defects = 0
+    for name, run in (("mutations", campaign), ("secrets and deep Any", secret_campaign)):
+        report = run(n if run is campaign else max(1, n // 20), seed)
+        print(f"{name}: {report.tried:,} inputs (seed {seed}) in {time.perf_counter() - started:.1f} s")
+        for outcome, count in sorted(report.outcomes.items()):
+            print(f"  {count:>8,}  {outcome}")
+        print(f"worst time for one input: {report.worst_s * 1000:.1f} ms ({report.worst_kind})")
+        print(f"peak RSS of the process: {report.peak_rss_mib:.0f} MiB")
+        for defect in report.defects[:20]:
+            print("DEFECT", defect)
+        defects += len(report.defects)
+    return 1 if defects else 0
 
 
 if __name__ == "__main__":
