@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -304,3 +305,81 @@ def test_an_unquoted_number_for_a_text_field_gets_a_quoting_hint_without_its_val
     assert 'read as a number because it is not quoted; quote it: in YAML `api_key: "..."`' in res.err
     assert "12345" not in res.out + res.err
     assert run_cli("validate", "-s", ctx_module, '+extra_context.reward.judge.api_key="12345"').code == 0
+
+
+# Each command with --format, and a click usage error of each kind: unknown option, missing argument, bad choice,
+# bad value, unknown command; the command's verdict key (if its JSON answer has one) is false.
+USAGE_ERRORS = [
+    (["validate", "--format", "json", "--config"], "valid", "Option '--config' requires an argument"),
+    (["validate", "--format", "json", "--format", "yaml"], "valid", "'yaml' is not one of 'human', 'json'"),
+    (["describe", "--format=json", "--module"], None, "Option '--module' requires an argument"),
+    (["diff", "--format", "json"], "same", "Missing argument 'CHECKPOINT'"),
+    (["diff", "ckpt", "--format", "json", "--against"], "same", "Option '--against' requires an argument"),
+    (["schema", "check", "--format", "json"], "ok", "Missing argument 'EXPORT_DIR'"),
+    (["schema", "check", "exported", "--format", "json", "--bogus"], "ok", "No such option '--bogus'"),
+    (["run", "--format", "json", "--offload-bytes", "many"], None, "'many' is not a valid integer"),
+    (["valdate", "--format", "json"], None, "No such command 'valdate'"),
+]
+
+
+@pytest.mark.parametrize(("args", "verdict", "message"), USAGE_ERRORS, ids=[" ".join(a) for a, _, _ in USAGE_ERRORS])
+def test_json_is_printed_on_a_click_usage_error(
+    run_cli: Run, args: list[str], verdict: str | None, message: str
+) -> None:
+    """--format json answers a usage error that click finds itself in one JSON object on stdout, still exit 2, with
+    `errors`, `warnings` and `roles` as the other JSON answers have them; nothing on stderr."""
+    res = run_cli(*args)
+    assert res.code == 2, (res.out, res.err)
+    body = res.json()
+    (error,) = body["errors"]
+    assert error["message"].startswith("usage error: "), error
+    assert message in error["message"], error
+    assert (error["role"], error["path"], error["input"]) == (None, None, None)
+    assert error["hint"].startswith("Try 'verl-ctx")
+    assert error["hint"].endswith(" --help' for help.")
+    assert (body["warnings"], body["roles"]) == ([], {})
+    if verdict is not None:
+        assert body[verdict] is False
+    assert set(body) == {"errors", "warnings", "roles"} | ({verdict} if verdict else set())
+    assert res.err == ""
+
+
+def test_a_usage_error_in_json_withholds_an_override_value(run_cli: Run) -> None:
+    """click's own message echoes an unexpected argument; in JSON, as in text, an override's value is withheld."""
+    res = run_cli("schema", "check", "--format", "json", "exported", "+extra_context.reward.token=sk-live-123")
+    assert res.code == 2
+    assert "sk-live-123" not in res.out + res.err
+    assert "+extra_context.reward.token=<value withheld>" in res.json()["errors"][0]["message"]
+
+
+def test_without_json_a_usage_error_is_clicks_text(run_cli: Run) -> None:
+    """Without --format json (or on a command that has no --format) the usage error stays click's text on stderr."""
+    for args in (["diff"], ["schema", "export", "--format", "json", "-o", "x"]):
+        res = run_cli(*args)
+        assert res.code == 2
+        assert res.out == ""
+        assert "Usage: verl-ctx" in res.err
+
+
+def test_json_is_printed_on_every_exit_code_of_describe_diff_and_run(
+    run_cli: Run, ctx_module: str, tmp_path: Path
+) -> None:
+    """describe, diff and run with --format json answer in JSON on exit 1 and on exit 2 (from verl-ctx's own checks),
+    as validate does: errors (each field's), the warnings raised with them, and the roles."""
+    bad = ["-s", ctx_module, "+extra_context.critic.value_clip=-1"]
+    described = run_cli("describe", "--format", "json", *bad)
+    assert described.code == 1
+    body = described.json()
+    assert [e["path"] for e in body["errors"]] == ["extra_context.critic.value_clip"]
+    assert body["roles"]["critic"] == {"active": True, "reason": None}
+
+    ran = run_cli("run", "--check", "--format", "json", *bad)
+    assert ran.code == 1
+    assert [e["path"] for e in json.loads(ran.out.splitlines()[-1])["errors"]] == ["extra_context.critic.value_clip"]
+
+    (tmp_path / "empty").mkdir()
+    diffed = run_cli("diff", "empty", "--format", "json", "-s", ctx_module)
+    assert diffed.code == 2
+    body = diffed.json()
+    assert body["same"] is False
+    assert body["errors"][0]["message"].startswith("usage error: ")

@@ -109,25 +109,110 @@ def _format_option(fn: _F, *, help: str = "Output for people or for CI.") -> _F:
 
 
 def _exits(fn: _F) -> _F:
-    """Turn our errors into messages and exit codes instead of tracebacks."""
+    """Turn our errors into messages and exit codes instead of tracebacks; with ``--format json``, into one JSON
+    object on stdout (``errors``, ``warnings``, ``roles``, as the command's other JSON answers have them)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = kwargs.get("fmt") == "json"
         try:
             return fn(*args, **kwargs)
         except ConfigError as e:
-            click.echo(render.bad(f"usage error: {e}"), err=True)
+            if as_json:
+                _emit_failure([_message_error(f"usage error: {e}")])
+            else:
+                click.echo(render.bad(f"usage error: {e}"), err=True)
             sys.exit(EXIT_USAGE)
         except ContextError as e:
-            click.echo(render.bad(str(e)), err=True)
-            for note in getattr(e, "warnings", ()):  # _Invalid: the warnings raised with the errors
-                click.echo(render.warn(note), err=True)
+            notes = list(getattr(e, "warnings", ()))  # _Invalid: the warnings raised with the errors
+            if as_json:
+                if isinstance(e, ContextValidationError):
+                    config = getattr(e, "config", None)
+                    roles = _roles(config, None) if config is not None else {}
+                    _emit_failure([render.error_dict(x) for x in e.errors], notes, roles)
+                else:
+                    _emit_failure([_message_error(str(e))], notes)
+            else:
+                click.echo(render.bad(str(e)), err=True)
+                for note in notes:
+                    click.echo(render.warn(note), err=True)
             sys.exit(EXIT_INVALID)
         except KeyboardInterrupt:
-            click.echo(render.bad("interrupted"), err=True)
+            if as_json:
+                _emit_failure([_message_error("interrupted")])
+            else:
+                click.echo(render.bad("interrupted"), err=True)
             sys.exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
+
+
+#: The key each command's JSON answer gives its verdict under; a failure sets it false.
+_VERDICT = {"validate": "valid", "diff": "same", "check": "ok"}
+
+
+def _message_error(message: str, hint: str | None = None) -> dict[str, Any]:
+    """An error that is no one field's, in the shape of ``render.error_dict``."""
+    return {"role": None, "path": None, "message": message, "input": None, "hint": hint}
+
+
+def _failure(errors: list[dict[str, Any]], warnings: Sequence[str] = (), roles: Any = None) -> dict[str, Any]:
+    """The JSON answer of a command that failed: its errors, and the warnings and roles known so far."""
+    return {"errors": errors, "warnings": list(warnings), "roles": roles or {}}
+
+
+def _emit_failure(errors: list[dict[str, Any]], warnings: Sequence[str] = (), roles: Any = None) -> None:
+    ctx = click.get_current_context(silent=True)
+    _emit_failure_of(ctx.command.name if ctx is not None else None, _failure(errors, warnings, roles))
+
+
+def _emit_failure_of(command: str | None, body: dict[str, Any]) -> None:
+    """Print a failure answer, its verdict false (``valid``, ``same``, ``ok``: the key the command's answer gives it
+    under); ``run``'s as one line (its JSON report is the last line of stdout), others indented."""
+    if command in _VERDICT:
+        body[_VERDICT[command]] = False
+    if command == "run":
+        click.echo(json.dumps(body, sort_keys=True, default=str))
+    else:
+        render.emit_json(body)
+
+
+def _asks_for_json(args: Sequence[str]) -> bool:
+    """Whether the command line gives ``--format json`` (read from the words, since parsing them may have failed)."""
+    for i, word in enumerate(args):
+        if word == "--":
+            return False
+        if word == "--format=json" or (word == "--format" and args[i + 1 : i + 2] == ["json"]):
+            return True
+    return False
+
+
+def _names(command: click.Command) -> set[str | None]:
+    return {p.name for p in command.params}
+
+
+class _JsonUsageError(click.UsageError):
+    """click's usage error (exit 2), shown as the command's JSON answer: asked for with ``--format json``."""
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    def show(self, file: Any = None) -> None:
+        hint = None
+        if self.ctx is not None:
+            hint = f"Try '{self.ctx.command_path} {max(self.ctx.help_option_names, key=len)}' for help."
+        command = self.ctx.command.name if self.ctx is not None else None
+        _emit_failure_of(command, _failure([_message_error(f"usage error: {self.message}", hint)]))
+
+
+def _answering_in_json(error: click.UsageError, args: Sequence[str] | None) -> click.UsageError:
+    """``error`` as a JSON answer when the command line asks for JSON of a command that gives it (or of none)."""
+    if isinstance(error, _JsonUsageError) or args is None or not _asks_for_json(args):
+        return error
+    command = error.ctx.command if error.ctx is not None else None
+    if isinstance(command, click.Command) and not isinstance(command, click.Group) and "fmt" not in _names(command):
+        return error  # a command without --format: click's own text
+    return _JsonUsageError(error)
 
 
 _COMMAND = {"context_settings": {"ignore_unknown_options": True}, "epilog": EXIT_CODES}
@@ -145,9 +230,10 @@ def _withholding(parse_args: Callable[..., list[str]]) -> Callable[..., list[str
             return parse_args(self, ctx, args)
         except click.UsageError as e:
             withheld = without_assigned_values(e.message, given)
-            if withheld == e.message:
+            if withheld == e.message and e.ctx is not None:
                 raise
-            raise click.UsageError(withheld, e.ctx) from None
+            # click's parser raises some (an option without its value) without the command: its usage is told too
+            raise click.UsageError(withheld, e.ctx or ctx) from None
 
     return wrapper
 
@@ -172,10 +258,33 @@ class _Command(click.Command):
     parse_args = _withholding(click.Command.parse_args)
 
 
+_ARGS = "verl_ctx.args"  # the command line's words, in ``ctx.meta`` (shared by every nested context)
+
+
 class _Group(click.Group):
     parse_args = _withholding(click.Group.parse_args)
     command_class = _Command
     group_class = type  # subgroups (`schema`) are _Groups too
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        given = list(args) if parent is None else parent.meta.get(_ARGS)
+        try:
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            raise _answering_in_json(e, given) from None
+        if parent is None:
+            ctx.meta[_ARGS] = given
+        return ctx
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a usage error of it (unknown option, missing argument, bad value) answers in JSON when
+        ``--format json`` was given."""
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            raise _answering_in_json(e, ctx.meta.get(_ARGS)) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
@@ -277,19 +386,9 @@ def validate(inputs: ConfigInputs, fmt: str) -> None:
         checked = _validated(inputs)
     except _Invalid as e:
         if fmt == "json":
-            errors = [render.error_dict(x) for x in e.errors]
-            render.emit_json(
-                {"valid": False, "errors": errors, "warnings": e.warnings, "roles": _roles(e.config, None)}
-            )
-        else:
-            _print_invalid(e)
+            raise  # _exits answers in JSON
+        _print_invalid(e)
         sys.exit(EXIT_INVALID)
-    except ConfigError as e:
-        if fmt != "json":
-            raise
-        usage = {"role": None, "path": None, "message": f"usage error: {e}", "input": None, "hint": None}
-        render.emit_json({"valid": False, "errors": [usage], "warnings": [], "roles": {}})
-        sys.exit(EXIT_USAGE)
     summary = render.roles_summary(checked.contexts)
     if fmt == "json":
         roles = _roles(checked.config, checked.contexts)
@@ -536,6 +635,8 @@ def run(
     try:
         checked = _validated(inputs)
     except _Invalid as e:
+        if fmt == "json":
+            raise  # _exits answers in JSON
         _print_invalid(e)
         click.echo("nothing was launched", err=True)
         sys.exit(EXIT_INVALID)
