@@ -15,14 +15,18 @@ Unit-test the code that reads a context the way it runs in the worker::
 ``bound_worker`` gives an instance of a worker class bound as ``verl-ctx run`` binds it, built without running
 its constructor (which would start Ray, a process group or an engine). ``tiny_model``, ``tiny_dataset`` and
 ``tiny_run_args`` give a model config + tokenizer, a parquet file and the overrides that make
-``verl-ctx run --rehearse`` run verl's real launch path on a laptop's CPU.
+``verl-ctx run --rehearse`` run verl's real launch path on a laptop's CPU. ``save_checkpoint`` saves a checkpoint's
+contexts as a run's trainer saves them, without training, Ray or a GPU, to try a resume or ``verl-ctx diff``.
 
 verl, Hydra and (for ``tiny_*``) transformers and pandas are imported when a helper is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,7 @@ __all__ = [
     "bound_worker",
     "contexts",
     "hydra_config",
+    "save_checkpoint",
     "tiny_dataset",
     "tiny_model",
     "tiny_run_args",
@@ -169,20 +174,145 @@ def tiny_run_args(model: str | Path, data: str | Path) -> list[str]:
     ]
 
 
-def _main(argv: Sequence[str]) -> int:
-    """``python -m verl_ctx.testing tiny-run DIR``: write a tiny model and dataset into DIR, print their overrides.
+class _CheckpointOnlyTrainer:
+    """Stands for verl's trainer (v1 ``PPOTrainer``, legacy ``RayPPOTrainer``) in ``save_checkpoint``.
 
-    For a shell: ``verl-ctx run --rehearse ... $(python -m verl_ctx.testing tiny-run /tmp/tiny)``.
+    verl-ctx binds it as it binds verl's (``bound_trainer_cls``), so the contexts are compared, recorded and saved by
+    the code a real run runs. It builds no worker group and has no model: its ``_save_checkpoint`` writes what verl's
+    writes without one, the step's folder and then, last, ``latest_checkpointed_iteration.txt``, which
+    ``resume_mode=auto`` reads.
     """
-    if len(argv) != 2 or argv[0] != "tiny-run":
-        print("usage: python -m verl_ctx.testing tiny-run DIR")
+
+    config: Any
+    global_steps: int
+
+    def init_workers(self) -> None:
+        """verl builds the worker groups here; the bound class compares a resume's contexts first."""
+
+    def _load_checkpoint(self) -> None:
+        """verl loads the weights here; nothing to load."""
+
+    def _save_checkpoint(self) -> None:
+        run_dir = str(self.config.trainer.default_local_dir)
+        os.makedirs(os.path.join(run_dir, f"global_step_{self.global_steps}"), exist_ok=True)
+        tracker = os.path.join(run_dir, "latest_checkpointed_iteration.txt")
+        with open(tracker, "w") as f:  # as verl writes it
+            f.write(str(self.global_steps))
+
+
+def save_checkpoint(
+    launched: Mapping[str, _schema.RoleContext] | Iterable[_schema.RoleContext],
+    directory: str | os.PathLike[str] | None = None,
+    *,
+    step: int,
+    config: Any = None,
+) -> Path:
+    """Save step ``step`` of a run launched with ``launched`` as its trainer saves it; return ``global_step_N``.
+
+    No training, Ray or GPU: the contexts travel as ``verl-ctx run`` sends them (actor, ref and critic on the trainer's
+    class, the others in the config) and verl-ctx's own checkpoint code, bound to a trainer that stands for verl's,
+    writes ``global_step_N/verl_ctx/`` (envelopes with secrets sealed, readable values, the history) and
+    ``latest_checkpointed_iteration.txt``. verl's model and dataloader files (``actor/``, ``critic/``, ``data.pt``)
+    are not written: nothing was trained.
+
+    ``launched`` is what ``validate`` returned (a ``ContextSet``), a ``role -> context`` mapping, or contexts.
+    ``config`` is the launch's composed config (default: verl's own); ``directory`` replaces its
+    ``trainer.default_local_dir``. As in a real run, ``trainer.resume_mode`` (``auto`` by default) resumes from the
+    latest checkpoint there first: its contexts are compared with these, a change stops with
+    ``ContextChangedError`` unless the config sets ``verl_ctx_accept_change=true``, and the resume is recorded in the
+    history that the new checkpoint carries on.
+    """
+    import copy
+
+    from omegaconf import open_dict
+
+    from .integrations.verl import bind_config, bound_trainer_cls, compose_config
+    from .integrations.verl._binding import WORKER_CLASS_ROLES
+
+    if isinstance(launched, _contextset.ContextSet):
+        given = launched
+    elif isinstance(launched, Mapping):
+        given = _contextset.ContextSet(launched)
+    else:
+        given = contexts(*launched)
+    config = compose_config() if config is None else copy.deepcopy(config)
+    if directory is not None:
+        with open_dict(config):
+            config.trainer.default_local_dir = os.fspath(directory)
+    # Inline envelopes: the store a secret or a large context waits in hands the trainer these same envelopes.
+    envelopes = given.envelopes()
+    bind_config(config, envelopes, redacted=given.redacted())
+    on_class = {role: env for role, env in envelopes.items() if role in WORKER_CLASS_ROLES}
+    trainer: Any = object.__new__(bound_trainer_cls(_CheckpointOnlyTrainer, on_class))
+    trainer.config = config
+    trainer.global_steps = 0
+    trainer.init_workers()  # the resume comparison, before any worker group (recorded in the checkpoint's history)
+    trainer._load_checkpoint()
+    trainer.global_steps = int(step)
+    trainer._save_checkpoint()  # the contexts, then "verl's" save
+    return Path(str(config.trainer.default_local_dir), f"global_step_{int(step)}")
+
+
+def _main(argv: Sequence[str]) -> int:
+    """``python -m verl_ctx.testing tiny-run DIR`` / ``save-checkpoint --step N -s MODULE [VERL_ARGS]``.
+
+    ``tiny-run`` writes a tiny model and dataset into DIR and prints their overrides, for a shell:
+    ``verl-ctx run --rehearse ... $(python -m verl_ctx.testing tiny-run /tmp/tiny)``. ``save-checkpoint`` composes
+    and validates the config as ``verl-ctx run`` would with the same arguments, then saves step N as that run would
+    (``save_checkpoint``), where its ``trainer.default_local_dir`` says.
+    """
+    if argv[:1] == ["tiny-run"] and len(argv) == 2:
+        directory = Path(argv[1]).resolve()  # Ray's workers may run elsewhere than this shell
+        print(" ".join(tiny_run_args(tiny_model(directory / "model"), tiny_dataset(directory / "data"))))
+        return 0
+    if argv[:1] == ["save-checkpoint"]:
+        return _save_checkpoint_main(argv[1:])
+    print("usage: python -m verl_ctx.testing tiny-run DIR\n       " + _SAVE_USAGE, file=sys.stderr)
+    return 2
+
+
+_SAVE_USAGE = (
+    "python -m verl_ctx.testing save-checkpoint --step N -s MODULE [--config FILE] [--accept-context-change] "
+    "[VERL_ARGS]..."
+)
+
+
+def _save_checkpoint_main(argv: Sequence[str]) -> int:
+    from ._modules import import_modules
+    from ._validate import validate
+    from .errors import ConfigError, ContextError
+
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_ctx.testing save-checkpoint", usage=_SAVE_USAGE, allow_abbrev=False
+    )
+    parser.add_argument("--step", type=int, required=True, help="the global step saved (global_step_N)")
+    parser.add_argument("-s", "--schemas", dest="modules", action="append", default=[], metavar="MODULE")
+    parser.add_argument("--config", dest="config_file", default=None, metavar="FILE")
+    parser.add_argument("--accept-context-change", action="store_true")
+    known, verl_args = parser.parse_known_args(list(argv))
+    try:
+        if not known.modules:
+            raise ConfigError("name the module that defines your contexts with -s MODULE")
+        if known.step < 0:
+            raise ConfigError(f"--step {known.step}: a global step is 0 or more")
+        from .integrations.verl import compose_config
+        from .integrations.verl._checkpoint import accept_context_change
+
+        import_modules(known.modules)
+        config = compose_config(verl_args, config_file=known.config_file)
+        launched = validate(config, overrides=[a for a in verl_args if not a.startswith("-")])
+        if known.accept_context_change:
+            accept_context_change(config)
+        saved = save_checkpoint(launched, step=known.step, config=config)
+    except ConfigError as e:
+        print(f"usage error: {e}", file=sys.stderr)
         return 2
-    directory = Path(argv[1]).resolve()  # Ray's workers may run elsewhere than this shell
-    print(" ".join(tiny_run_args(tiny_model(directory / "model"), tiny_dataset(directory / "data"))))
+    except ContextError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    print(f"saved {saved}: {len(launched)} role context(s) in verl_ctx/ (nothing trained: no model files)")
     return 0
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(_main(sys.argv[1:]))

@@ -66,6 +66,7 @@ PUBLIC = {
         "bound_worker",
         "contexts",
         "hydra_config",
+        "save_checkpoint",
         "tiny_dataset",
         "tiny_model",
         "tiny_run_args",

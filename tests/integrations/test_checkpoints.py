@@ -174,6 +174,29 @@ def test_save_writes_the_contexts_beside_each_checkpoint(launch: Any, tmp_path: 
         assert not file.is_file() or SECRET.encode() not in file.read_bytes(), file
 
 
+def test_the_cpu_helper_saves_what_the_trainer_saves(launch: Any, verl_config: Any, tmp_path: Path) -> None:
+    """verl_ctx.testing.save_checkpoint (docs/checkpoints.md, "On a CPU machine") writes the files verl's own trainer
+    writes through verl-ctx, v1 and legacy: the same envelopes (the sealed secret aside: its salt is the run's), the
+    same readable values and history, and verl's tracker file; it only leaves out verl's model and dataloader files."""
+    from verl_ctx.integrations.verl._checkpoint import Snapshot
+    from verl_ctx.testing import save_checkpoint
+
+    launch(contexts(CriticV1(clip=0.3)), save_at=(2,))
+    helper = save_checkpoint(contexts(CriticV1(clip=0.3)), tmp_path / "cpu", step=2, config=verl_config)
+    real = tmp_path / "run" / "global_step_2"
+    assert {p.name for p in helper.iterdir()} == {p.name for p in real.iterdir()} - {"actor", "critic", "data.pt"}
+    assert (tmp_path / "cpu" / "latest_checkpointed_iteration.txt").read_text() == "2"
+    (readable, history), (helper_readable, helper_history) = _saved(tmp_path / "run", 2), _saved(tmp_path / "cpu", 2)
+    assert {**helper_readable, "saved_at": None} == {**readable, "saved_at": None}
+    assert [{**e, "time": None} for e in helper_history] == [{**e, "time": None} for e in history]
+    saved, helper_saved = Snapshot.read(real), Snapshot.read(helper)
+    assert set(helper_saved.envelopes) == set(saved.envelopes) == {"critic", "reward"}
+    for role, env in saved.envelopes.items():
+        assert {**helper_saved.envelopes[role], "payload": None} == {**env, "payload": None}
+        assert helper_saved.values(role) == saved.values(role)
+    assert helper_saved.envelopes["critic"]["payload"] == saved.envelopes["critic"]["payload"]
+
+
 def test_resume_same_passes_changed_fails_naming_fields_accepted_is_recorded(launch: Any, tmp_path: Path) -> None:
     """Equal contexts resume; a changed value or secret stops the run before any weights load, naming each
     change (secrets as stars); with the accept key the run resumes and every later checkpoint records it."""

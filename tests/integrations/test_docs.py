@@ -9,7 +9,8 @@ scratch directory (with `examples/` linked in). An HTML comment right before a b
 * ``<!-- doc-test: check-only (why) -->``: a `verl-ctx run` that needs GPUs runs as `verl-ctx run --check`: every
   check before Ray, verl's own pre-launch check (``validate_config``) included, with the model and data paths it
   names replaced by tiny stand-ins (``verl_ctx.testing``), so an incomplete command fails here as it would there;
-* ``<!-- doc-test: expect-exit N -->``: each command exits with N;
+* ``<!-- doc-test: expect-exit N -->``: each command exits with N; a shell command whose trailing comment is
+  exactly ``# exit N`` (``cmd ...   # exit 1``) expects N, the block's others 0;
 * ``<!-- doc-test: run-by WHAT (why) -->`` / ``<!-- not-run: why -->``: executed elsewhere (CI's .ci/run, another
   test) or beyond this machine (a GPU); the reason is required.
 """
@@ -111,9 +112,23 @@ def scratches(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
 
 def _commands(code: str) -> list[str]:
     """Shell commands of a block: continuation lines joined, comments and blank lines dropped."""
+    return [command for command, _ in _commands_and_exits(code)]
+
+
+_EXIT_COMMENT = re.compile(r"#\s*exit\s+(\d+)\s*")  # the whole comment: `# exit 1 on ...` is prose
+
+
+def _commands_and_exits(code: str) -> list[tuple[str, int | None]]:
+    """Each shell command of a block, with the exit code its trailing ``# exit N`` comment states (else None)."""
     joined = re.sub(r"\\\n\s*", " ", code)
-    lines = [line.split(" #", 1)[0].strip() for line in joined.splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
+    out = []
+    for line in joined.splitlines():
+        command, _, comment = line.partition(" #")
+        command = command.strip()
+        if command and not command.startswith("#"):
+            stated = _EXIT_COMMENT.fullmatch("#" + comment.strip()) if comment else None
+            out.append((command, int(stated.group(1)) if stated else None))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +182,8 @@ def test_block_runs(block: Block, scratches: dict[Path, Path], request: pytest.F
         assert not block.mark.startswith("validate-only"), (
             f"{block.name}: a launch is checked as far as verl's own check"
         )
-        for command in _commands(block.code):
+        for command, stated in _commands_and_exits(block.code):
+            want = expected if stated is None else stated
             if block.mark.startswith("check-only"):
                 command = _check_only(command, request.getfixturevalue("stand_ins"))
             out = subprocess.run(
@@ -178,8 +194,8 @@ def test_block_runs(block: Block, scratches: dict[Path, Path], request: pytest.F
                 assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
                 assert "the external_pool trainer needs verl >= 0.9.1" in out.stderr
                 continue
-            assert out.returncode == expected, (
-                f"{block.name}: `{command}` exited {out.returncode}\n{out.stderr[-3000:]}"
+            assert out.returncode == want, (
+                f"{block.name}: `{command}` exited {out.returncode}, expected {want}\n{out.stderr[-3000:]}"
             )
             if block.mark.startswith("check-only"):
                 assert "verl's pre-launch checks passed" in out.stdout, out.stdout[-2000:]
