@@ -339,7 +339,7 @@ def test_editor_schema_leaves_every_secret_field_optional(
     }
     config = {"trainer": {"any": "thing"}, "extra_context": {"reward": section}}
     assert list(validator.iter_errors(config)) == []  # type: ignore[attr-defined]
-    bare = {"extra_context": {"reward": {"judge": {}, "creds": {}, "pin": {}}}}
+    bare: dict[str, object] = {"extra_context": {"reward": {"judge": {}, "creds": {}, "pin": {}}}}
     messages = sorted(e.message for e in validator.iter_errors(bare))  # type: ignore[attr-defined]
     assert messages == [
         "'label' is a required property",
