@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 from ._budget import PayloadCostError, check_decode_cost
 from ._codec import (
@@ -395,6 +395,9 @@ def _compare_maps(
     for key, value in sent.items():
         sub = f"{path}.{key}" if path else str(key)
         theirs = by_key.get(_exact(key))
+        if theirs is None and isinstance(obj, BaseModel) and isinstance(key, str):
+            # A field renamed with the old name as its alias read the driver's key: its value is the same field's.
+            theirs = next((n for n in read_as(type(obj), key) if n in got and n not in sent), None)
         if theirs is None:
             changed.append(f"{sub} (dropped)")
             continue
@@ -408,6 +411,19 @@ def _compare_maps(
             added.append(sub)
         else:
             changed.append(f"{sub} (added)")
+
+
+def read_as(model: type[BaseModel], key: str) -> list[str]:
+    """The fields of ``model`` that read an input key ``key`` by an alias (``alias=``, a ``validation_alias``
+    string or one of its ``AliasChoices`` strings); payloads carry field names, so a field renamed with its old name
+    as alias reads an old payload's key."""
+    out = []
+    for name, spec in model.model_fields.items():
+        alias = spec.validation_alias if spec.validation_alias is not None else spec.alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        if key in choices and name != key:
+            out.append(name)
+    return out
 
 
 def _exact(value: Any) -> Any:

@@ -19,10 +19,16 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
+
+try:  # Python's own regex parser: public as sre_parse up to 3.10, re._parser since 3.11 (sre_parse then warns)
+    from re import _parser as _sre  # type: ignore[attr-defined,unused-ignore]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre  # type: ignore[no-redef,unused-ignore]
 
 __all__ = ["BREAKING_RULES", "RULES", "Change", "Rule", "diff_schemas"]
 
@@ -341,14 +347,88 @@ class _Walk:
             self.add("CONSTRAINT_LOOSENED" if loosened else "CONSTRAINT_TIGHTENED", path, f"multipleOf {a!r} -> {b!r}")
         a, b = old.get("pattern"), new.get("pattern")
         if a != b:
-            rule = "CONSTRAINT_LOOSENED" if b is None else "CONSTRAINT_TIGHTENED"
-            self.add(rule, path, f"pattern {a!r} -> {b!r}")
+            loosened = b is None or (isinstance(a, str) and isinstance(b, str) and pattern_wider(a, b))
+            self.add("CONSTRAINT_LOOSENED" if loosened else "CONSTRAINT_TIGHTENED", path, f"pattern {a!r} -> {b!r}")
         a, b = bool(old.get("uniqueItems")), bool(new.get("uniqueItems"))
         if a != b:
             if b:
                 self.add("CONSTRAINT_TIGHTENED", path, "items must now be unique: duplicates collapse (list -> set)")
             else:
                 self.add("CONSTRAINT_LOOSENED", path, "items need not be unique any more (set -> list)")
+
+
+# --- patterns ------------------------------------------------------------------------------------------
+
+
+def pattern_wider(old: str, new: str) -> bool:
+    """Whether every string ``old`` matches, ``new`` matches too, proven by the two parse trees: the same shape,
+    where each node of ``new`` is the same as ``old``'s or accepts more (a character class that holds the old one's
+    characters, a repeat with a wider count, a branch with every old alternative). Any string ``old`` matched is then
+    matched by ``new`` along the same path, whatever the anchors, lookarounds or group references around it (those
+    must be equal). What this cannot prove (another shape, flags, a syntax Python's parser refuses) is not wider."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a bad escape warns in some Pythons; not ours to report
+            a, b = _sre.parse(old), _sre.parse(new)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return False
+    return bool(a.state.flags == b.state.flags and _seq_wider(list(a), list(b), 0))
+
+
+# sre nodes whose language only grows when their parts' do (a path through the old is one through the new).
+_REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
+
+
+def _seq_wider(old: list[Any], new: list[Any], depth: int) -> bool:
+    if depth > 50 or len(old) != len(new):
+        return False
+    return all(_node_wider(a, b, depth + 1) for a, b in zip(old, new, strict=True))
+
+
+def _node_wider(old: tuple[Any, Any], new: tuple[Any, Any], depth: int) -> bool:
+    (op_a, arg_a), (op_b, arg_b) = old, new
+    name_a, name_b = str(op_a), str(op_b)
+    if name_b == "IN" and name_a in ("IN", "LITERAL"):
+        chars_a = _chars(arg_a if name_a == "IN" else [old])
+        chars_b = _chars(arg_b)
+        return chars_a is not None and chars_b is not None and chars_a <= chars_b
+    if name_b in _REPEATS and name_a not in _REPEATS:  # one x -> x?, x*, x{1,3}: once is one of its counts
+        lo_b, hi_b, sub_b = arg_b
+        return bool(lo_b <= 1 <= hi_b and len(sub_b) == 1 and _node_wider(old, sub_b[0], depth + 1))
+    if name_a != name_b:
+        return False
+    if name_a in _REPEATS:
+        (lo_a, hi_a, sub_a), (lo_b, hi_b, sub_b) = arg_a, arg_b
+        return bool(lo_b <= lo_a and hi_b >= hi_a and _seq_wider(list(sub_a), list(sub_b), depth))
+    if name_a == "SUBPATTERN":
+        return bool(arg_a[:3] == arg_b[:3] and _seq_wider(list(arg_a[3]), list(arg_b[3]), depth))
+    if name_a == "BRANCH":
+        return all(any(_seq_wider(list(x), list(y), depth) for y in arg_b[1]) for x in arg_a[1])
+    return bool(_plain(old) == _plain(new))
+
+
+def _plain(node: Any) -> Any:
+    """A parse tree as tuples and lists (sre's SubPattern compares by identity)."""
+    if isinstance(node, (list, tuple)) or type(node).__name__ == "SubPattern":
+        return [_plain(n) for n in node]
+    return str(node) if type(node).__name__ == "_NamedIntConstant" else node
+
+
+def _chars(items: list[tuple[Any, Any]]) -> frozenset[tuple[str, int]] | None:
+    """A character class as a set of ``("c", code)`` and ``("cat", category)`` tokens; ``None`` where a negated class
+    or a range too large to list makes a plain subset test unsound."""
+    out: set[tuple[str, Any]] = set()
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.add(("c", arg))
+        elif name == "RANGE" and arg[1] - arg[0] <= 0x10000:
+            out.update(("c", c) for c in range(arg[0], arg[1] + 1))
+        elif name == "CATEGORY":
+            out.add(("cat", str(arg)))
+        else:
+            return None
+    return frozenset(out)
 
 
 # --- reading JSON Schema nodes ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._trusted import declared_validators, function_of
 
-__all__ = ["KIND_KEY", "kept_untyped", "kind_entries", "widened_from"]
+__all__ = ["KIND_KEY", "kept_untyped", "kind_entries", "model_named", "widened_from"]
 
 #: Prefix of a field-kind entry in ``SchemaInfo.field_digests``.
 KIND_KEY = "@kind "
@@ -178,6 +178,11 @@ def widened_from(core: Any, key: str, theirs: str) -> bool:
                 mine = {_text(kinds.kind(m)) for m in [schema, *_members(kinds, schema, 0)]}
                 return all(_accepted(alt, mine) for alt in _alternatives(theirs))
     return False
+
+
+def model_named(core: Any, qualname: str) -> type | None:
+    """The model or dataclass in ``core`` whose ``__qualname__`` is ``qualname``, if one is."""
+    return next((cls for cls, _ in _Kinds(core).classes(core) if cls.__qualname__ == qualname), None)
 
 
 def kept_untyped(core: Any, key: str, theirs: str) -> bool:

@@ -128,7 +128,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from uuid import UUID
-from pydantic import BaseModel, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from verl_ctx import ContextRegistry, RoleContext
 {imports}
 {module}
@@ -161,6 +161,11 @@ LOSSLESS: dict[str, tuple[dict[str, str], dict[str, str], dict[str, Any]]] = {
         {"module": _INNER, "body": "x: Inner = Inner()"},
         {"module": _INNER + "\n    b: int = 0", "body": "x: Inner = Inner()"},
         {"x": {"a": 2}},
+    ),
+    "a field renamed keeping its old name as alias": (
+        {"body": "x: int = 0"},
+        {"body": "y: int = Field(0, alias='x')"},
+        {"x": 3},
     ),
     "a plain field removed from a model that keeps unknown keys": (
         {"module": _OPEN + "\n    c: int = 0", "body": "x: Open = Open()"},
@@ -317,6 +322,8 @@ def test_a_change_that_keeps_every_typed_value_decodes_with_a_warning(
         got = decode(text, schema)
     if "n" in LOSSLESS[case][2]:  # the shared validator ran on the driver only: 1 * 3, not 9
         assert got.n == 3
+    elif "alias" in case:
+        assert got.y == 3
     elif isinstance(LOSSLESS[case][2]["x"], dict) and "c" in LOSSLESS[case][2]["x"]:
         assert got.x.model_extra == {"c": 3}
     else:
