@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from pydantic import AliasChoices, BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from ._budget import PayloadCostError, check_decode_cost
 from ._codec import (
@@ -417,13 +418,13 @@ def read_as(model: type[BaseModel], key: str) -> list[str]:
     """The fields of ``model`` that read an input key ``key`` by an alias (``alias=``, a ``validation_alias``
     string or one of its ``AliasChoices`` strings); payloads carry field names, so a field renamed with its old name
     as alias reads an old payload's key."""
-    out = []
-    for name, spec in model.model_fields.items():
-        alias = spec.validation_alias if spec.validation_alias is not None else spec.alias
-        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
-        if key in choices and name != key:
-            out.append(name)
-    return out
+    return [name for name, spec in model.model_fields.items() if name != key and key in input_names(spec)]
+
+
+def input_names(spec: FieldInfo) -> list[str]:
+    """The keys a field reads by alias: ``alias=``, a ``validation_alias`` string, or its ``AliasChoices`` strings."""
+    alias = spec.validation_alias if spec.validation_alias is not None else spec.alias
+    return [a for a in (alias.choices if isinstance(alias, AliasChoices) else [alias]) if isinstance(a, str)]
 
 
 def _exact(value: Any) -> Any:

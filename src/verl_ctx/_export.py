@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel
+from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import core_schema
 
-from ._decode import read_as
+from ._decode import input_names, read_as
 from ._evolution import Change, diff_schemas
 from ._fingerprint import CONFIG_KEY, schema_info
 from ._kinds import KIND_KEY, model_named, widened_from
@@ -317,16 +317,11 @@ def _wire_name_required(core: Any, where: str, old: Mapping[str, Any], changes: 
     if spec is None or not spec.is_required():
         return []
     old_names = {k.removeprefix(f"{KIND_KEY}{model}.") for k in old if k.startswith(f"{KIND_KEY}{model}.")}
-    if not old_names or any(n in old_names for n in [name, *_input_names(spec)]):
+    if not old_names or any(n in old_names for n in [name, *input_names(spec)]):
         return []  # a model new as a whole has its own rule; an old name read by alias is the old field
     if any(c.rule == "REQUIRED_FIELD_ADDED" and (c.path == name or c.path.endswith(f".{name}")) for c in changes):
         return []
     return [Change("REQUIRED_FIELD_ADDED", where, "old payloads lack it (they carry field names); give it a default")]
-
-
-def _input_names(spec: Any) -> list[str]:
-    alias = spec.validation_alias if spec.validation_alias is not None else spec.alias
-    return [a for a in (alias.choices if isinstance(alias, AliasChoices) else [alias]) if isinstance(a, str)]
 
 
 # Field-digest entries (``@<kind> <name> on <where>``) whose change leaves every decoded value as it was.

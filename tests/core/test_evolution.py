@@ -1290,7 +1290,7 @@ def _check(old: type[RoleContext], new: type[RoleContext]) -> set[tuple[str, str
     return {(c.rule, c.path) for c in changes if c.breaking}
 
 
-def _named(name: str, **fields: Any) -> type[RoleContext]:
+def _named(name: str, **fields: Any) -> Any:
     made: Any = create_model(
         "Ctx", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": ContextRegistry()}, **fields
     )
