@@ -144,7 +144,7 @@ def _build(
     if not refused and env["fingerprint"] == info.fingerprint and env["schema_version"] == info.version:
         compiled = decoders[schema] if schema in decoders else decoder_for(schema)
         if compiled is not None and env["schema_id"] == info.schema_id:
-            _check_cost(env, payload)  # the compiled decoder parses too: bounded as decode_payload is
+            _check_cost(env, payload, typed=True)  # the compiled decoder parses too: typed, its maps and arrays bounded
             try:
                 # msgspec checks in C what pydantic would (verl_ctx._compiled); what it refuses, pydantic decides.
                 return compiled(payload), None
@@ -215,10 +215,10 @@ def _build(
     raise _mismatch(env, info, "and the payload does not validate against the worker's schema:\n" + listing)
 
 
-def _check_cost(env: Mapping[str, Any], payload: bytes) -> None:
+def _check_cost(env: Mapping[str, Any], payload: bytes, *, typed: bool) -> None:
     """Refuse a payload whose decoding would cost far more memory than its size (``_budget``), before parsing."""
     try:
-        check_decode_cost(payload)
+        check_decode_cost(payload, typed=typed)
     except PayloadCostError as e:
         raise EnvelopeError(f"[{env['role']}] payload refused: {e}") from None
 

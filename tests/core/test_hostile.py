@@ -12,6 +12,7 @@ import pytest
 from pydantic import Field
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
+from verl_ctx._budget import PayloadCostError, check_decode_cost
 from verl_ctx.envelope import from_text, to_text
 from verl_ctx.errors import ContextError, ContextValidationError, EnvelopeError
 
@@ -210,6 +211,23 @@ def test_a_large_table_of_real_rows_still_decodes() -> None:
     """The check refuses container density, not size: 100,000 real rows (~3 MB) decode as before."""
     ctx = Table(rows=[Small(name=f"r{i}", lr_scale=1 + i / 7) for i in range(100_000)])
     assert decode(encode(ctx), Table) == ctx
+
+
+class TokenIds(RoleContext, role="critic", registry=ContextRegistry("hostile-ids")):
+    ids: list[int] = Field(default_factory=list)
+
+
+def test_a_dense_typed_list_the_schema_asks_for_still_decodes() -> None:
+    """Ten million small ints in a `list[int]` (a real context: allowed token ids) are data the schema types, not an
+    amplifier: the compiled path parses them typed and charges only maps and arrays. Charging each item a slot, as
+    an untyped parse must, would refuse them (160 MB of slots over a 90 MB budget)."""
+    ctx = TokenIds(ids=[i % 100 for i in range(10_000_000)])
+    env = encode(ctx)
+    with pytest.raises(PayloadCostError):
+        check_decode_cost(env["payload"])  # what an untyped parse of the same bytes is charged
+    started = time.perf_counter()
+    assert decode(env, TokenIds).ids == ctx.ids
+    assert time.perf_counter() - started < 10
 
 
 @pytest.mark.parametrize("shape", ["lists", "dicts"])
