@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -140,6 +141,12 @@ print("ACTOR_ID=" + actor._actor_id.hex(), flush=True)
 """
 
 
+def _marked_actor_id(stdout: str, stderr: str) -> str:
+    found = re.search(r"ACTOR_ID=([0-9a-f]+)", stdout)
+    assert found is not None, f"the impostor job printed no actor id:\n{stdout[-2000:]}\n{stderr[-2000:]}"
+    return found.group(1)
+
+
 def test_a_store_of_another_job_claiming_our_class_is_refused_before_its_reply_is_unpickled(
     ray_cluster: None, tmp_path: Any
 ) -> None:
@@ -165,8 +172,9 @@ def test_a_store_of_another_job_claiming_our_class_is_refused_before_its_reply_i
         "store": name,
         "namespace": namespace,
         "bytes": 1,
-        # Ray may print its own lines after ours (shutdown notices): the id is on the line we marked.
-        "actor_id": next(line for line in out.stdout.splitlines() if line.startswith("ACTOR_ID=")).split("=", 1)[1],
+        # Ray prints its own text to stdout too, before and after ours and not always ending in a newline: the id is
+        # found by its marker wherever it is.
+        "actor_id": _marked_actor_id(out.stdout, out.stderr),
     }
     impostor = ray.get_actor(name, namespace=namespace)
     try:
