@@ -251,9 +251,9 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
             # An added or removed field has its own rule; a widening (to an optional, a union, Any) reads every old
             # value as the same typed value, as the handshake judges it.
             if before is not None and after is None:
-                fields += _wire_name_gone(core, key.removeprefix(KIND_KEY), changes)
+                code += _wire_name_gone(core, key.removeprefix(KIND_KEY), changes)
             elif before is None and after is not None:
-                fields += _wire_name_required(core, key.removeprefix(KIND_KEY), old, changes)
+                code += _wire_name_required(core, key.removeprefix(KIND_KEY), old, changes)
             elif before is not None and after is not None and not widened_from(core, key, before):
                 code.append(
                     Change(
@@ -316,7 +316,8 @@ def _wire_name_required(core: Any, where: str, old: Mapping[str, Any], changes: 
     spec = cls.model_fields.get(name) if isinstance(cls, type) and issubclass(cls, BaseModel) else None
     if spec is None or not spec.is_required():
         return []
-    old_names = {k.removeprefix(f"{KIND_KEY}{model}.") for k in old if k.startswith(f"{KIND_KEY}{model}.")}
+    entries = (k.removeprefix(KIND_KEY).rpartition(".") for k in old if k.startswith(KIND_KEY))
+    old_names = {field for owner, _, field in entries if owner == model}
     if not old_names or any(n in old_names for n in [name, *input_names(spec)]):
         return []  # a model new as a whole has its own rule; an old name read by alias is the old field
     if any(c.rule == "REQUIRED_FIELD_ADDED" and (c.path == name or c.path.endswith(f".{name}")) for c in changes):

@@ -1309,6 +1309,9 @@ def test_payload_names_decide_renames_that_keep_the_old_name_as_alias() -> None:
     assert _check(renamed, plain) == {("FIELD_REMOVED", "R.t")}
     with pytest.raises(SchemaMismatchError):
         decode(encode(renamed(s=3)), plain)
+    # Named also when code changed beside it (code changes are listed, field notes dropped: this is not a note).
+    checked = _named("R", s=(int, 0), __validators__={"_v": field_validator("s")(_same)})
+    assert ("FIELD_REMOVED", "R.t") in _check(renamed, checked)
 
 
 def test_a_required_field_named_like_another_field_s_alias_is_breaking() -> None:
