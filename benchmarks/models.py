@@ -1,12 +1,17 @@
 """The three context sizes of the benchmark, as pydantic schemas and as msgspec Structs (the speed limit).
 
 S: a flat model, 20 leaf values. M: nested, ~200 leaves with datetimes, UUIDs, an enum, lists of
-sub-models. L: a 100,000-row table of small sub-models (a curriculum or prompt-weight table).
+sub-models. L: a 100,000-row table of small sub-models (a curriculum or prompt-weight table). Two more shapes
+(#24): M-typed, 193 leaves nearly all UUIDs, datetimes and enum members (20 nested events of 8 such fields, a
+dict of datetimes, lists of UUIDs and of enum members); L-narrow, 100,000 rows of 3 scalar fields (int, float,
+bool: no string that cloudpickle can memoize).
 
 Each set of pydantic classes is defined by ``_define()``. Called at import time, its classes are made
 importable here (pickled by reference, as from a recipe's module); ``by_value_models()`` defines fresh ones
 that cloudpickle must send by value, as it does for classes in a driver script's ``__main__``;
-``pydantic_path_models()`` the same schemas with ``compiled=False`` (verl-ctx's pydantic path, for comparison).
+``pydantic_path_models()`` the same schemas with ``compiled=False`` (verl-ctx's pydantic path, for comparison);
+``skewed_models()`` the same schemas under the same names, each top-level one with one more defaulted field: a
+worker whose fingerprint differs from the driver's, so that decoding runs the value-level skew receipt.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import msgspec
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from verl_ctx import ContextRegistry, RoleContext
 
@@ -34,6 +39,12 @@ def _define(compiled: bool = True) -> dict[str, Any]:
         WARMUP = "warmup"
         MAIN = "main"
         COOLDOWN = "cooldown"
+
+    class Status(enum.Enum):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
 
     class Small(RoleContext, role="small", registry=registry, compiled=compiled):
         lr_scale: float = 1.0
@@ -82,7 +93,49 @@ def _define(compiled: bool = True) -> dict[str, Any]:
     class Large(RoleContext, role="large", registry=registry, compiled=compiled):
         rows: list[Row] = Field(default_factory=list)
 
-    return {"Stage": Stage, "Small": Small, "Phase": Phase, "Medium": Medium, "Row": Row, "Large": Large}
+    class Event(BaseModel):
+        ident: uuid.UUID
+        parent: uuid.UUID
+        owner: uuid.UUID
+        stage: Stage
+        status: Status
+        queued: dt.datetime
+        started: dt.datetime
+        finished: dt.datetime
+
+    class Typed(RoleContext, role="typed", registry=registry, compiled=compiled):
+        run: uuid.UUID
+        created: dt.datetime
+        stage: Stage
+        events: list[Event]
+        checkpoints: dict[str, dt.datetime]
+        reviewers: list[uuid.UUID]
+        statuses: list[Status]
+
+    class Cell(BaseModel):
+        uid: int
+        score: float
+        keep: bool
+
+    class Narrow(RoleContext, role="narrow", registry=registry, compiled=compiled):
+        rows: list[Cell] = Field(default_factory=list)
+
+    return {
+        "Stage": Stage,
+        "Status": Status,
+        "Small": Small,
+        "Phase": Phase,
+        "Medium": Medium,
+        "Row": Row,
+        "Large": Large,
+        "Event": Event,
+        "Typed": Typed,
+        "Cell": Cell,
+        "Narrow": Narrow,
+    }
+
+
+TOP = ("Small", "Medium", "Typed", "Large", "Narrow")  # the RoleContexts, by shape: S, M, M-typed, L, L-narrow
 
 
 def _make_importable(classes: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +157,30 @@ def by_value_models() -> dict[str, Any]:
 def pydantic_path_models() -> dict[str, Any]:
     """The same schemas with ``compiled=False``: every decode validates through pydantic."""
     return _define(compiled=False)
+
+
+def skewed_models() -> dict[str, Any]:
+    """The importable schemas as a worker with one more field (``note: str = ""``) in each top-level model sees them.
+
+    Same names (``module:QualName``) and versions, so only the fingerprint differs: decoding the importable
+    models' envelopes with these validates the payload and then runs the value-level skew receipt
+    (``verl_ctx._decode._check_skew``), which finds every value unchanged and the new field filled by its default.
+    """
+    registry = ContextRegistry("benchmarks, skewed worker")
+    out = dict(IMPORTABLE)
+    for name in TOP:
+        base = IMPORTABLE[name]
+        fields: dict[str, Any] = {n: (info.annotation, info) for n, info in base.model_fields.items()}
+        cls = create_model(
+            name,
+            __base__=RoleContext,
+            __cls_kwargs__={"role": base.__verl_ctx_roles__[0], "registry": registry},
+            note=(str, ""),
+            **fields,
+        )
+        cls.__qualname__, cls.__module__ = base.__qualname__, base.__module__
+        out[name] = cls
+    return out
 
 
 # --- the limit: the same shapes as msgspec Structs, no pydantic -------------------------------------
@@ -140,7 +217,9 @@ def _structs_of(*models: type[BaseModel]) -> dict[type, type]:
 # A separate Enum for the Structs: a typed msgspec decoder caches a lookup table on the Enum class, which
 # would then break cloudpickle of the pydantic models that share it (CODEC_NOTES trap 8).
 _STRUCT_MODELS = _define()
-STRUCTS = _structs_of(*(_STRUCT_MODELS[n] for n in ("Small", "Phase", "Medium", "Row", "Large")))
+STRUCTS = _structs_of(
+    *(_STRUCT_MODELS[n] for n in ("Small", "Phase", "Medium", "Row", "Large", "Event", "Typed", "Cell", "Narrow"))
+)
 
 
 def medium_data() -> dict[str, Any]:
@@ -166,23 +245,59 @@ def medium_data() -> dict[str, Any]:
     }
 
 
+def typed_data() -> dict[str, Any]:
+    """193 leaves, all but the 10 checkpoint names UUIDs, datetimes or enum members: 20 events of 8, 10 checkpoints,
+    10 reviewers, 10 statuses, 3 top-level values."""
+    stages, statuses = ["warmup", "main", "cooldown"], ["pending", "running", "done", "failed"]
+    return {
+        "run": uuid.UUID(int=2**100 + 1),
+        "created": _T0,
+        "stage": "main",
+        "events": [
+            {
+                "ident": uuid.UUID(int=2**64 + i),
+                "parent": uuid.UUID(int=2**64 + max(i - 1, 0)),
+                "owner": uuid.UUID(int=i % 4),
+                "stage": stages[i % 3],
+                "status": statuses[i % 4],
+                "queued": _T0 + dt.timedelta(minutes=i),
+                "started": _T0 + dt.timedelta(minutes=i, seconds=30),
+                "finished": _T0 + dt.timedelta(minutes=i + 1, microseconds=i),
+            }
+            for i in range(20)
+        ],
+        "checkpoints": {f"step-{100 * i}": _T0 + dt.timedelta(hours=i) for i in range(10)},
+        "reviewers": [uuid.UUID(int=2**32 + i) for i in range(10)],
+        "statuses": [statuses[i % 4] for i in range(10)],
+    }
+
+
 def large_rows(n: int = L_ROWS) -> list[dict[str, Any]]:
     return [{"prompt_id": i, "weight": (i % 97) / 97, "source": ("gsm8k", "math", "code")[i % 3]} for i in range(n)]
 
 
-def instances(classes: dict[str, Any], rows: int = L_ROWS) -> dict[str, Any]:
-    """One S, M and L instance of ``classes`` (pydantic) built from the same data."""
+def narrow_rows(n: int = L_ROWS) -> list[dict[str, Any]]:
+    return [{"uid": i, "score": (i % 89) / 89, "keep": i % 5 != 0} for i in range(n)]
+
+
+def data(rows: int = L_ROWS) -> dict[str, dict[str, Any]]:
+    """The data of each shape, keyed by shape."""
     return {
-        "S": classes["Small"](),
-        "M": classes["Medium"].model_validate(medium_data()),
-        "L": classes["Large"].model_validate({"rows": large_rows(rows)}),
+        "S": {},
+        "M": medium_data(),
+        "M-typed": typed_data(),
+        "L": {"rows": large_rows(rows)},
+        "L-narrow": {"rows": narrow_rows(rows)},
     }
+
+
+SHAPES = dict(zip(("S", "M", "M-typed", "L", "L-narrow"), TOP, strict=True))  # shape -> its RoleContext's name
+
+
+def instances(classes: dict[str, Any], rows: int = L_ROWS) -> dict[str, Any]:
+    """One instance of ``classes`` (pydantic) per shape (S, M, M-typed, L, L-narrow), built from the same data."""
+    return {shape: classes[SHAPES[shape]].model_validate(d) for shape, d in data(rows).items()}
 
 
 def struct_instances(rows: int = L_ROWS) -> dict[str, Any]:
-    small, medium, large = (STRUCTS[_STRUCT_MODELS[n]] for n in ("Small", "Medium", "Large"))
-    return {
-        "S": small(),
-        "M": msgspec.convert(medium_data(), medium),
-        "L": msgspec.convert({"rows": large_rows(rows)}, large),
-    }
+    return {shape: msgspec.convert(d, STRUCTS[_STRUCT_MODELS[SHAPES[shape]]]) for shape, d in data(rows).items()}

@@ -8,7 +8,8 @@ hits a whole round cancels out.
 Times are CPU time of this process (``time.process_time``): on a shared machine, time spent descheduled is not
 charged to whichever candidate happened to be running. Before each timed sample the garbage collector runs
 (untimed), so one candidate's garbage is never charged to the next; inside a sample each candidate pays for the
-collections it triggers and for freeing its results, as real code would.
+collections it triggers and for freeing its results, as real code would; or, for the candidates named in
+``paused``, runs the whole sample with the collector disabled (to treat two libraries' collections alike).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,17 +33,31 @@ class Samples:
         return statistics.median(self.times)
 
 
-def interleaved(candidates: dict[str, Callable[[], Any]], *, number: int, rounds: int) -> dict[str, Samples]:
-    """``rounds`` samples of each candidate (mean of ``number`` calls each), taken round-robin."""
+def interleaved(
+    candidates: dict[str, Callable[[], Any]], *, number: int, rounds: int, paused: Collection[str] = ()
+) -> dict[str, Samples]:
+    """``rounds`` samples of each candidate (mean of ``number`` calls each), taken round-robin.
+
+    The candidates named in ``paused`` run each sample with the garbage collector disabled (``gc.disable()``
+    before the clock starts, re-enabled after it stops): no collection is charged to them, whatever the code
+    measured does with the collector itself.
+    """
     out = {name: Samples() for name in candidates}
     order = list(candidates.items())
     for r in range(rounds):
         for name, fn in order if r % 2 == 0 else reversed(order):
             gc.collect()
-            started = time.process_time()
-            for _ in range(number):
-                fn()
-            out[name].times.append((time.process_time() - started) / number)
+            enabled = gc.isenabled()
+            if name in paused:
+                gc.disable()
+            try:
+                started = time.process_time()
+                for _ in range(number):
+                    fn()
+                out[name].times.append((time.process_time() - started) / number)
+            finally:
+                if enabled:
+                    gc.enable()
     return out
 
 
