@@ -18,6 +18,7 @@ import msgspec
 import pytest
 from examples.custom_recipe.demo import RECIPE_ARGS, RECIPE_OVERRIDES, SECRET, verl_ctx
 
+from tests.secret_hunt import hunt
 from verl_ctx.envelope import from_text
 
 pytestmark = pytest.mark.ray
@@ -107,6 +108,9 @@ def test_no_secret_in_anything_printed_nor_in_any_encoded_text(rehearsal: Any) -
     for text in texts:
         found = from_text(text)
         assert SECRET.encode() not in msgspec.msgpack.encode(found)
+    # #23's secret hunt: in no encoding (base64 at any alignment, hex, msgpack, JSON-escaped, repr) anywhere printed,
+    # verl's config dump (what its trackers are handed) and Ray's worker lines in the log included
+    assert hunt(printed, {"the judge's api_key": SECRET}, "the rehearsal's output and log") == []
 
 
 def test_a_missing_recipe_worker_class_stops_before_ray(tiny: list[str]) -> None:
