@@ -11,9 +11,10 @@ and every file it wrote (TMPDIR included) are hunted with ``tests.secret_hunt`` 
 hex, msgpack, JSON-escaped, repr). ``config --resolve`` prints the config verl gets, prints and hands its trackers;
 the rehearsal's own output, log and config dump are hunted in tests/integrations/test_recipe.py.
 
-The commands run a few at a time (the module fixture) and each test checks what one printed and wrote. A leak the
-hunt found and this change does not fix (``GENERIC_LEAK``) is left out of those tests exactly where it shows, and
-asserted absent by an xfail(strict) test, which fails the suite once it is fixed.
+The commands run a few at a time (the module fixture) and each test checks what one printed and wrote. The hunt
+found ``pydantic.Secret[str]`` values unsealed in checkpoints (in clear in contexts.json and history.jsonl, base64 in
+envelopes.json, and in `diff` and the resume's report); they are sealed as SecretStr's are now, and hunted like
+every other secret everywhere.
 """
 
 from __future__ import annotations
@@ -316,37 +317,6 @@ CHAINS: tuple[tuple[Case, ...], ...] = (
 )
 CASES = {case.id: case for chain in CHAINS for case in chain}
 
-# A leak the hunt found (#23), reported, not fixed here: a `pydantic.Secret[str]` value is not sealed in a checkpoint
-# (`_checkpoint._sealed_payload` seals `SecretStr`/`SecretBytes` only), so it is written in clear to the checkpoint's
-# envelopes.json (base64), contexts.json and history.jsonl, and printed by `diff` and by a resume's context-change
-# report. The other tests leave exactly these out (``_apart``); this one fails until it is fixed.
-GENERIC_LEAK = (
-    "pydantic.Secret[str] values are not sealed in checkpoints: in clear in envelopes.json (base64), contexts.json, "
-    "history.jsonl, `diff` output and the resume's context-change report (#23)"
-)
-GENERIC_LEAK_CASES = {
-    "save-checkpoint",
-    "save-checkpoint, changed secrets",
-    "save-checkpoint --accept-context-change",
-    "diff --format json, changed secrets",
-    "diff --against",
-    "diff --against --format json",
-}
-
-
-def _is_generic(label: str) -> bool:
-    """A ``pydantic.Secret[str]`` leaf of the schema: ``generic`` in ``Shapes`` and ``PydHolder``, reward's preset."""
-    return label.endswith((".generic", ":reward.preset"))
-
-
-def _apart(secrets: dict[str, str], leaky: bool) -> dict[str, str]:
-    """``secrets`` less the known leak's (``GENERIC_LEAK``) where it shows."""
-    return {k: v for k, v in secrets.items() if not (leaky and _is_generic(k))}
-
-
-def _in_checkpoint(hunted: Hunt, path: Path) -> bool:
-    return (hunted.scratch / "ckpt") in path.parents
-
 
 @dataclass
 class Ran:
@@ -437,16 +407,16 @@ def _outputs(hunted: Hunt, case_id: str, secrets: dict[str, str]) -> list[str]:
 @pytest.mark.parametrize("case_id", list(CASES))
 def test_the_command_prints_and_writes_no_secret(hunted: Hunt, case_id: str) -> None:
     """The command did its work (its exit code and what it says), and no encoding of any secret is in its stdout,
-    its stderr or a file it wrote (the known leak, ``GENERIC_LEAK``, aside where it shows)."""
+    its stderr or a file it wrote."""
     case, ran = CASES[case_id], hunted.ran[case_id]
     said = (ran.out + ran.err).decode(errors="replace")
     assert ran.code == case.code, f"{case_id}: exit {ran.code}, expected {case.code}\n{said[-3000:]}"
     assert case.says in said, f"{case_id}: {case.says!r} not in\n{said[-3000:]}"
-    found = _outputs(hunted, case_id, _apart(hunted.secrets, case_id in GENERIC_LEAK_CASES))
+    found = _outputs(hunted, case_id, hunted.secrets)
     for written in case.writes:
         path = hunted.scratch / written
         assert path.exists(), written
-        found += hunt_files(path, _apart(hunted.secrets, path.name == "ckpt" or _in_checkpoint(hunted, path)))
+        found += hunt_files(path, hunted.secrets)
     assert not found, "\n".join(found)
 
 
@@ -456,17 +426,7 @@ def test_no_file_anywhere_in_the_scratch_directory_holds_a_secret(hunted: Hunt) 
     assert {"envelopes.json", "contexts.json", "history.jsonl"} <= {p.name for p in written}, written
     found = []
     for path in written:
-        found += hunt(path.read_bytes(), _apart(hunted.secrets, _in_checkpoint(hunted, path)), str(path))
-    assert not found, "\n".join(found)
-
-
-@pytest.mark.xfail(raises=AssertionError, strict=True, reason=GENERIC_LEAK)
-def test_no_pydantic_secret_in_checkpoints_diffs_or_resume_reports(hunted: Hunt) -> None:
-    """The part of the hunt the other tests leave out: ``pydantic.Secret[str]`` values in checkpoint files and in
-    what `diff` and a resume print."""
-    generic = {k: v for k, v in hunted.secrets.items() if _is_generic(k)}
-    found = [line for case_id in sorted(GENERIC_LEAK_CASES) for line in _outputs(hunted, case_id, generic)]
-    found += hunt_files(hunted.scratch / "ckpt", generic)
+        found += hunt(path.read_bytes(), hunted.secrets, str(path))
     assert not found, "\n".join(found)
 
 

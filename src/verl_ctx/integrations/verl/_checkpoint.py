@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from pydantic import SecretBytes, SecretStr
+from pydantic.types import _SecretBase  # SecretStr's, SecretBytes' and Secret[T]'s one base
 
 from ..._codec import _enc_hook, _prepare_all, decode_payload
 from ..._contextset import holds_secret
@@ -100,10 +100,12 @@ def _sealed_payload(ctx: RoleContext, salt: bytes) -> bytes:
     """The payload ``encode`` makes, with each secret value replaced by its digest."""
 
     def hook(obj: Any) -> Any:
-        if isinstance(obj, SecretStr):
-            return _seal(obj.get_secret_value().encode(), salt)
-        if isinstance(obj, SecretBytes):
-            return _seal(obj.get_secret_value(), salt).encode()
+        if isinstance(obj, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[T]: one base
+            value = obj.get_secret_value()
+            if isinstance(value, bytes):
+                return _seal(value, salt).encode()
+            # A str as itself; Secret[int | float | bool] by its text (the kinds _secret_schema lets travel).
+            return _seal((value if isinstance(value, str) else repr(value)).encode(), salt)
         return _enc_hook(obj)
 
     encoder = msgspec.msgpack.Encoder(enc_hook=hook)
