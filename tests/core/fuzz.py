@@ -155,11 +155,7 @@ def campaign(n: int, seed: int) -> Report:
             except Exception as e:  # noqa: BLE001 - the defect we look for
                 outcome = f"DEFECT {type(e).__name__}"
                 report.defects.append(f"{kind} case {i}: {type(e).__name__}: {e!r:.300}")
-            took = time.perf_counter() - started
-            if took > report.worst_s:
-                report.worst_s, report.worst_kind = took, kind
-            report.outcomes[f"{kind}: {outcome}"] += 1
-            report.tried += 1
+            _record(report, kind, outcome, started)
     report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return report
 
@@ -285,11 +281,7 @@ def secret_campaign(n: int, seed: int) -> Report:
             except Exception as e:  # noqa: BLE001 - the defect we look for
                 outcome = f"DEFECT {type(e).__name__}"
                 report.defects.append(f"{kind} case {i}: {type(e).__name__}: {str(e)[:300]}")
-            took = time.perf_counter() - started
-            if took > report.worst_s:
-                report.worst_s, report.worst_kind = took, kind
-            report.outcomes[f"{kind}: {outcome}"] += 1
-            report.tried += 1
+            _record(report, kind, outcome, started)
     report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return report
 
@@ -358,3 +350,12 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def _record(report: Report, kind: str, outcome: str, started: float) -> None:
+    """Count one case's outcome and keep the slowest case's time and kind."""
+    took = time.perf_counter() - started
+    if took > report.worst_s:
+        report.worst_s, report.worst_kind = took, kind
+    report.outcomes[f"{kind}: {outcome}"] += 1
+    report.tried += 1
