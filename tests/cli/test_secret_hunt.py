@@ -40,6 +40,10 @@ from tests.secret_hunt import hunt, hunt_files
 
 from .conftest import REPO, console_script
 
+# A sweep of every command with every secret shape (30 commands, about a minute): run by `make test` and `make
+# campaigns`, not again by each compatibility cell (-m 'not campaign'), which CI's 90 minutes cannot afford.
+pytestmark = pytest.mark.campaign
+
 pytest.importorskip("hydra")
 
 ROLES = ("critic", "reward")
