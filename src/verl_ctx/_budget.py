@@ -26,9 +26,11 @@ So the count is made in two steps, both bounded: first an upper bound from the b
 then ``count``, ~0.2 s at 64 MiB, and only above ~0.7 MB: below, even a payload of empty maps fits); only when that
 bound is over the budget is the payload walked item by item: a run of one-byte items is matched and counted in C a
 chunk at a time, string and binary bodies are skipped whole, a map or array that declares more items than the
-budget has left is refused at its header, and the walk stops as soon as the budget is spent. A flood of one-byte
-items is refused in ~0.1 s; one of multi-byte scalars (each a step of the Python loop) takes longer, its time
-bounded by the budget (about 20 M steps at 64 MiB).
+budget has left is refused at its header, and the walk stops as soon as the budget is spent. A flood repeats a
+unit (an array of fifteen 2-byte ints, a row): every few hundred items the walk looks for the next copy of the bytes
+it stands on, walks one copy, and charges each further copy (compared in C) what the first cost. A flood of one-byte
+items, or of repeated multi-byte ones, is refused in 0.2-0.3 s; one of multi-byte scalars in no repeating order
+(each a step of the Python loop) takes longer, its time bounded by the budget (about 20 M steps, 2-4 s at 64 MiB).
 """
 
 from __future__ import annotations
@@ -87,6 +89,11 @@ _LENGTH = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC7: 1, 0xC8: 
 # walk still stops soon after the budget is spent.
 _ONE_BYTE_RUN = re.compile(rb"[\x00-\xa0\xc0\xc2\xc3\xe0-\xff]+")
 _CHUNK = 1 << 20
+# Repeating units (``_repeats``): looked for every this many items, found by the next occurrence of this many
+# bytes within this many bytes.
+_PROBE_EVERY = 256
+_PROBE = 16
+_MAX_UNIT = 4096
 
 
 class PayloadCostError(ValueError):
@@ -144,37 +151,99 @@ def decode_charge(data: bytes, *, stop_after: int, item_cost: int = ITEM_COST) -
     items, whose items follow as items of their own) is matched and counted in C. A map or array that declares more
     items than the budget has left ends the count at its header. Malformed input ends the count where it stops
     making sense (the decoder reports it afterwards).
+
+    Every ``_PROBE_EVERY`` items the walk looks for a repeating unit (``_repeats``): a flood is built by repeating a
+    few items (a row, an array of fifteen 2-byte ints), and each repetition of the same bytes parses to the same
+    items, so it is charged what the first one was without walking it again.
     """
-    charge, i, n = 0, 0, len(data)
-    item, container = item_cost, item_cost + CONTAINER_COST
-    cost = tuple(container if h else item for h in _HEADER)
-    step, length, run, header = _STEP, _LENGTH, _ONE_BYTE_RUN, _HEADER
-    while i < n:
-        b = data[i]
-        s = step[b]
-        if s > 0:  # an item of a fixed size: one table lookup (~0.1 us a step; the common case of real rows)
-            charge += cost[b]
-            i += s
-            if s == 1 and i < n and step[data[i]] == 1:  # a run of one-byte items: matched and counted in C
-                end = run.match(data, i, min(n, i + _CHUNK)).end()  # type: ignore[union-attr]  # data[i] matches
-                charge += (end - i) * item + data[i:end].translate(header).count(1) * CONTAINER_COST
-                i = end
-        elif s == 0:  # str8/16/32, bin8/16/32, ext8/16/32: the body is skipped whole
-            width = length[b]
-            i += 1 + width + int.from_bytes(data[i + 1 : i + 1 + width], "big") + (1 if b in (0xC7, 0xC8, 0xC9) else 0)
-            charge += item
-        elif s == -1:  # array16/32, map16/32: a declared count the budget cannot hold ends the walk at the header
-            width = 2 if b in (0xDC, 0xDE) else 4
-            declared = int.from_bytes(data[i + 1 : i + 1 + width], "big")
-            if b >= 0xDE:  # a map: two items an entry, and the entry itself
-                charge += declared * MAP_ENTRY_COST
-                declared *= 2
-            charge += container
-            if charge + declared * item > stop_after:  # its items are charged as they come: refused now
-                return charge + declared * item
-            i += 1 + width
-        else:  # 0xC1, never used: the decoder reports it
-            return charge
-        if charge > stop_after:
-            return charge
-    return charge
+    walk = _Walk(data, stop_after, item_cost)
+    i, n = 0, len(data)
+    while i < n and not walk.done:
+        i = walk.items(i, n, _PROBE_EVERY)
+        if i < n and not walk.done:
+            i = _repeats(walk, i)
+    return walk.charge
+
+
+class _Walk:
+    """The item-by-item walk: ``charge`` so far, ``done`` once the budget is spent or the count must end."""
+
+    __slots__ = ("charge", "cost", "data", "done", "item", "stop_after")
+
+    def __init__(self, data: bytes, stop_after: int, item_cost: int) -> None:
+        self.data, self.stop_after, self.item = data, stop_after, item_cost
+        self.cost = tuple(item_cost + CONTAINER_COST if h else item_cost for h in _HEADER)
+        self.charge, self.done = 0, False
+
+    def items(self, i: int, end: int, steps: int) -> int:
+        """Walk from ``i`` (an item's first byte) until ``end`` or ``steps`` items; return where the walk stands."""
+        data, cost, item, stop_after = self.data, self.cost, self.item, self.stop_after
+        step, length, run, header = _STEP, _LENGTH, _ONE_BYTE_RUN, _HEADER
+        charge = self.charge
+        while i < end and steps > 0:
+            steps -= 1
+            b = data[i]
+            s = step[b]
+            if s > 0:  # an item of a fixed size: one table lookup (~0.1 us a step; the common case of real rows)
+                charge += cost[b]
+                i += s
+                if s == 1 and i < end and step[data[i]] == 1:  # a run of one-byte items: matched and counted in C
+                    stop = run.match(data, i, min(end, i + _CHUNK)).end()  # type: ignore[union-attr]  # data[i] matches
+                    charge += (stop - i) * item + data[i:stop].translate(header).count(1) * CONTAINER_COST
+                    i = stop
+            elif s == 0:  # str8/16/32, bin8/16/32, ext8/16/32: the body is skipped whole
+                width = length[b]
+                i += 1 + width + int.from_bytes(data[i + 1 : i + 1 + width], "big") + (b in (0xC7, 0xC8, 0xC9))
+                charge += item
+            elif s == -1:  # array16/32, map16/32: a declared count the budget cannot hold ends the walk at the header
+                width = 2 if b in (0xDC, 0xDE) else 4
+                declared = int.from_bytes(data[i + 1 : i + 1 + width], "big")
+                if b >= 0xDE:  # a map: two items an entry, and the entry itself
+                    charge += declared * MAP_ENTRY_COST
+                    declared *= 2
+                charge += item + CONTAINER_COST
+                if charge + declared * item > stop_after:  # its items are charged as they come: refused now
+                    charge += declared * item
+                    self.done = True
+                    break
+                i += 1 + width
+            else:  # 0xC1, never used: the decoder reports it
+                self.done = True
+                break
+            if charge > stop_after:
+                self.done = True
+                break
+        self.charge = charge
+        return i
+
+
+def _repeats(walk: _Walk, i: int) -> int:
+    """At ``i`` (an item's first byte), skip the repetitions of a repeating unit, charged what its first one was.
+
+    The unit is found by the next occurrence of the ``_PROBE`` bytes at ``i`` within ``_MAX_UNIT`` bytes, then walked
+    once: it is a unit only if its items end exactly where the next occurrence begins. The same bytes from an
+    item's first byte parse to the same items, so each following copy (compared in C, in doubling blocks) costs what
+    the walk charged for the first. Anything else (no occurrence, a unit whose items run past it) leaves the walk
+    where the unit's own walk ended: nothing is walked twice.
+    """
+    data = walk.data
+    probe = data[i : i + _PROBE]
+    start = data.find(probe, i + 1, i + _MAX_UNIT + _PROBE) if len(probe) == _PROBE else -1
+    if start < 0:
+        return i
+    before = walk.charge
+    end = walk.items(i, start, start - i)  # each item is one byte at least: start - i steps reach it
+    if walk.done or end != start:
+        return end
+    unit, per_unit = data[i:start], walk.charge - before
+    blocks, pos = [unit], start
+    while data.startswith(blocks[-1], pos):  # galloping: copies of the unit in doubling blocks
+        pos += len(blocks[-1])
+        if len(blocks[-1]) < _CHUNK:
+            blocks.append(blocks[-1] * 2)
+    for block in reversed(blocks[:-1]):  # what is left is fewer copies than the last block: its binary digits
+        if data.startswith(block, pos):
+            pos += len(block)
+    walk.charge += (pos - start) // len(unit) * per_unit
+    walk.done = walk.charge > walk.stop_after
+    return pos
