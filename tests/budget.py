@@ -1,4 +1,4 @@
-"""How much the expensive campaigns (fuzz, evolution oracle) run.
+"""How much the expensive campaigns (fuzz, evolution oracle, verl's launch scripts) run.
 
 ``make test`` runs each with a quick budget; ``make campaigns`` (``VERL_CTX_CAMPAIGN=full``, also run by CI) runs
 them with the full one. Both budgets use a fixed seed and a fresh one, so the quick run still meets new inputs.

@@ -4,13 +4,18 @@ The 76 launches in data/verl_launch_scripts.json (see data/README.md) go through
 command, in this process: it composes and validates as `verl-ctx validate` does, then prints the config verl
 will get), with a critic and a ref context; verl's answer comes from Hydra's `hydra.main` with verl's own
 arguments (verl_reference.py). On verl 0.9.1 the recorded verdicts are checked too. Each launch is composed
-once per side and shared by the tests (composition is most of the cost).
+once per side and shared by the tests (composition is most of the cost: Hydra's, ~3 s a launch for both sides).
+
+A campaign (tests/budget.py): ``make campaigns`` (CI) checks all 76 launches; ``make test`` and the compatibility
+cells one launch of each kind (``_quick``: accepted or refused, config name, the roles verl starts) and two more
+drawn afresh each run, so a quick run still meets new launches.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import random
 import tempfile
 import warnings
 from importlib.metadata import version
@@ -26,6 +31,7 @@ from verl_ctx import ContextRegistry, RoleContext, validate
 from verl_ctx.cli._main import cli
 from verl_ctx.errors import InactiveRoleWarning
 
+from ..budget import FULL
 from .verl_reference import verl_hydra_main
 
 LAUNCHES = json.loads((Path(__file__).parent / "data" / "verl_launch_scripts.json").read_text())
@@ -34,6 +40,30 @@ RELABELLED = {30: True}
 ON_091 = version("verl") == "0.9.1"
 
 REGISTRY = ContextRegistry("corpus")
+
+pytestmark = [pytest.mark.campaign, pytest.mark.corpus]
+
+
+def _kind(launch: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes a launch a different case for composition and for roles."""
+    named = [a.split("=", 1)[-1].removesuffix(".yaml") for a in launch["args"] if a.startswith("--config-name")]
+    roles = launch.get("verl_roles") or {}
+    return (launch["verl_composes"], tuple(named), *sorted(roles.items()))
+
+
+def _quick(seed: int) -> list[int]:
+    """The first launch of each kind, and two others drawn with ``seed``."""
+    first: dict[tuple[Any, ...], int] = {}
+    for i, launch in enumerate(LAUNCHES):
+        first.setdefault(_kind(launch), i)
+    chosen = set(first.values()) | set(RELABELLED)
+    rest = [i for i in range(len(LAUNCHES)) if i not in chosen]
+    return sorted(chosen | set(random.Random(seed).sample(rest, 2)))
+
+
+# Each test id names its launch: a drawn one that fails is rerun with `VERL_CTX_CAMPAIGN=full pytest -k <id>`.
+SEED = random.SystemRandom().randrange(10**6)
+CHOSEN = list(range(len(LAUNCHES))) if FULL else _quick(SEED)
 
 
 class CriticContext(RoleContext, role="critic", registry=REGISTRY):
@@ -66,7 +96,7 @@ def _ours(index: int) -> tuple[int, dict[str, Any] | None, str]:
     return 0, printed, result.output
 
 
-@pytest.mark.parametrize("index", range(len(LAUNCHES)), ids=_ids())
+@pytest.mark.parametrize("index", CHOSEN, ids=[_ids()[i] for i in CHOSEN])
 def test_accepts_and_composes_exactly_like_verl(index: int) -> None:
     """Accepted exactly when verl's entry point composes the launch, and then with verl's very config."""
     launch = LAUNCHES[index]
@@ -88,7 +118,7 @@ def _composed(index: int) -> Any:
     return OmegaConf.create(reference)
 
 
-@pytest.mark.parametrize("index", [i for i, x in enumerate(LAUNCHES) if x["verl_composes"]], ids=lambda i: f"{i:02d}")
+@pytest.mark.parametrize("index", [i for i in CHOSEN if LAUNCHES[i]["verl_composes"]], ids=lambda i: f"{i:02d}")
 def test_roles_are_judged_as_verl_starts_them(index: int) -> None:
     """A critic or ref context is flagged inactive exactly when verl starts no such worker for that launch."""
     roles: dict[str, Any] = LAUNCHES[index]["verl_roles"]
@@ -108,7 +138,8 @@ def test_role_mirror_agrees_with_verls_own_functions() -> None:
 
     from verl_ctx import _roles
 
-    for index, launch in enumerate(LAUNCHES):
+    for index in CHOSEN:
+        launch = LAUNCHES[index]
         if not launch["verl_composes"]:
             continue
         config = _composed(index)
