@@ -47,14 +47,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The core and CLI suites start no Ray cluster of their own (the CLI's secret hunt starts one rehearsal) and spend
+# their time in Python and in the CLI's subprocesses: they run in two processes, a module to a process
+# (pytest-xdist; --dist loadscope sets a module's fixtures up once). The integration suites run in one: their Ray
+# clusters and rehearsals one at a time.
+PARALLEL := -n 2 --dist loadscope
+INTEGRATION_SUITES := tests/integrations examples
+
 pytest: $(STAMP)
-	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest
+	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest $(PARALLEL) $(CORE_SUITES)
+	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest $(INTEGRATION_SUITES)
 
 test: lint typecheck pytest
 
-# The fuzz and oracle campaigns with their full budget (`make test` runs them with a quick one; tests/budget.py).
+# The fuzz and oracle campaigns, the CLI's secret hunt and verl's launch scripts with their full budget (`make
+# test` runs them with a quick one; tests/budget.py). Only the secret hunt starts Ray (one rehearsal).
 campaigns: $(STAMP)
-	VERL_CTX_CAMPAIGN=full RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -m campaign
+	VERL_CTX_CAMPAIGN=full RAY_AUTH_MODE=disabled $(BIN)/python -m pytest -q -m campaign $(PARALLEL)
 
 bench: $(STAMP)
 	RAY_AUTH_MODE=disabled $(BIN)/python -m benchmarks
@@ -73,8 +82,7 @@ compat: compat-verl-oldest compat-py310 compat-py312
 # them) but the corpus of verl's launch scripts, which runs here with its quick budget; and the modules that test verl-ctx's own code over a surface those modules already cover on both releases
 # (load, faults, store, processes, benchmarks, docs, the multi-node fixture). A new module that touches a verl API
 # the listed ones do not goes in this list.
-VERL_SUITES := tests/cli \
-	tests/integrations/test_compose.py tests/integrations/test_corpus.py tests/integrations/test_roles.py \
+VERL_SUITES := tests/integrations/test_compose.py tests/integrations/test_corpus.py tests/integrations/test_roles.py \
 	tests/integrations/test_runners.py tests/integrations/test_recipe.py tests/integrations/test_recipe_entry.py \
 	tests/integrations/test_delivery.py tests/integrations/test_compat.py tests/integrations/test_checkpoints.py \
 	tests/integrations/test_reader.py tests/integrations/test_external_lb.py \
@@ -87,6 +95,7 @@ $(VENV_VERL_OLDEST)/.installed: pyproject.toml $(CONSTRAINTS)
 
 compat-verl-oldest: $(VENV_VERL_OLDEST)/.installed
 	$(VENV_VERL_OLDEST)/bin/python -c 'import importlib.metadata as m; print("verl", m.version("verl"))'
+	$(VENV_VERL_OLDEST)/bin/python -m pytest -q -m 'not campaign' $(PARALLEL) tests/cli
 	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q -m 'not campaign or corpus' $(VERL_SUITES)
 
 # The core and CLI suites on Python 3.10 and 3.12 (.venv has the project's default Python). $(1): 310 or 312.
@@ -116,11 +125,11 @@ endef
 
 compat-py310: .venv-py310/.installed
 	.venv-py310/bin/python -c 'import sys; print(sys.version)'
-	.venv-py310/bin/python -m pytest -q -m 'not campaign' $(CORE_SUITES)
+	.venv-py310/bin/python -m pytest -q -m 'not campaign' $(PARALLEL) $(CORE_SUITES)
 
 compat-py312: .venv-py312/.installed
 	.venv-py312/bin/python -c 'import sys; print(sys.version)'
-	.venv-py312/bin/python -m pytest -q -m 'not campaign' $(CORE_SUITES)
+	.venv-py312/bin/python -m pytest -q -m 'not campaign' $(PARALLEL) $(CORE_SUITES)
 
 # --- the published artifacts -------------------------------------------------------------------------
 # The sdist, and the wheel built from it, in dist/; twine's checks; LICENSE in both; nothing in the sdist that is
@@ -158,7 +167,7 @@ wheel-test:
 	env -u PYTHONPATH $(WHEEL_VENV)/bin/verl-ctx validate -s examples.custom_recipe.contexts \
 		--config examples/custom_recipe/config.yaml
 	env -u PYTHONPATH VERL_CTX_TEST_INSTALL=wheel $(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-		tests/core
+		$(PARALLEL) tests/core
 
 # Whether pip resolves verl-ctx[verl] (this checkout) with verl[vllm] and verl[sglang] of each supported verl,
 # against PyPI alone (dry runs, nothing installed; slow, needs the network). Prints and saves a table.
