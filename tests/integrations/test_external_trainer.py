@@ -362,3 +362,85 @@ def test_a_client_failure_is_what_the_trainer_raises(started: tuple[Any, dict[st
     found = trainer.pool_failure()
     assert isinstance(found, StaleOutputError)
     assert str(found) == str(error)  # the first one: the cause, not what followed from it
+
+
+def _release(trainer: Any, agent_loop_manager: Any) -> None:
+    """Kill what a trainer started (its CPU placement group above all), for the module's other tests."""
+    from ray.util.placement_group import remove_placement_group
+
+    group = getattr(trainer, "actor_rollout_wg", None)
+    handles = [*(group._workers if group is not None else []), *getattr(agent_loop_manager, "agent_loop_workers", [])]
+    if trainer.pool_state is not None:
+        handles.append(trainer.pool_state)
+    for handle in handles:
+        ray.kill(handle)
+    manager = getattr(trainer, "resource_pool_manager", None)
+    for pool in getattr(manager, "resource_pool_dict", {}).values():
+        for pg in pool.pgs or ():
+            remove_placement_group(pg)
+
+
+class SecondTrainer(CpuExternalPoolTrainer):
+    """The module's trainer, built again beside the ``started`` one: Ray refuses a second placement group of the
+    same name (verl names it after the pool), so this one's pool is renamed."""
+
+    def _init_resource_pool_mgr(self) -> None:
+        super()._init_resource_pool_mgr()
+        manager = self.resource_pool_manager
+        manager.resource_pool_spec = {f"second_{n}": spec for n, spec in manager.resource_pool_spec.items()}
+        manager.mapping = {role: f"second_{n}" for role, n in manager.mapping.items()}
+
+
+@needs_switch
+def test_verls_fit_raises_the_stale_pool_not_its_empty_batch(ray_cluster: None, tmp_path: Path) -> None:
+    """verl's real fit, as TaskRunnerV1.run drives it (TransferQueue, trainer.init(), verl's AgentLoopManagerTQ
+    from the trainer's clients, fit(manager)), against a pool whose every server answers with weights older than
+    max_staleness=0 allows: the agent loop's clients raise StaleOutputError in their workers, verl's replay buffer
+    then finds no trajectory to train on, and fit() raises the StaleOutputError with verl's RuntimeError as its
+    cause. Nothing of the actor's computation runs: the step fails at sampling, before old_log_prob."""
+    import transfer_queue as tq
+    from omegaconf import open_dict
+    from verl.trainer.main_ppo import TaskRunnerV1
+
+    from verl_ctx.errors import StaleOutputError
+
+    namespace, names = "trainer_pool_stale", SERVERS[:2]
+    servers = start_servers(names, namespace)
+    config = _config(
+        tmp_path, namespace=namespace, servers=[{"name": n} for n in names], max_staleness=0, cooldown_s=0.1
+    )
+    with open_dict(config):
+        config.trainer.val_before_train = False
+        config.trainer.total_training_steps = 1
+        config.trainer.logger = ["console"]
+        config.actor_rollout_ref.rollout.agent.num_workers = 1
+        config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1  # one CPU, not eight
+        # verl names reward workers reward_loop_worker_<i> in the job's namespace, where the module's trainer has
+        # its own; none is needed: a rollout that never returns is never scored
+        config.reward.num_workers = 0
+    runner = TaskRunnerV1.__ray_actor_class__()  # verl's TaskRunnerV1, in this process
+    tq.init(config.transfer_queue)
+    trainer: SecondTrainer | None = None
+    manager: Any = None
+    try:
+        trainer = runner.trainer = SecondTrainer(config)
+        runner.config = config
+        trainer.init()  # the pool loads version 0
+        ray.get([h.set.remote(version=-1) for h in servers.values()])  # ... and answers with older weights
+        runner.init_agent_loop_manager()  # verl's: AgentLoopManagerTQ.create(llm_client=trainer.get_llm_client(), ...)
+        manager = runner.agent_loop_manager
+        with pytest.raises(StaleOutputError) as raised:
+            trainer.fit(manager)
+        asked = sum(ray.get([h.calls.remote() for h in servers.values()]))
+    finally:
+        if trainer is not None:
+            _release(trainer, manager)
+        tq.close()
+        for handle in servers.values():
+            ray.kill(handle)
+    cause = raised.value.__cause__  # verl's symptom, chained
+    assert isinstance(cause, RuntimeError), repr(cause)
+    assert "no materializable trajectories" in str(cause)
+    assert "weights version -1, 1 behind the trainer's 0 (max_staleness=0)" in str(raised.value)
+    assert asked > 0  # the agent loop's requests reached the pool
+    assert "old_log_prob" not in trainer.timing_raw  # the step failed before any of the actor's computation
