@@ -20,6 +20,10 @@ class StubServer:
 
         self.token_output = TokenOutput
         self.name = name
+        self.reset(delay_s, version)
+
+    def reset(self, delay_s: float = 0.0, version: int = 0) -> None:
+        """As just started: no calls seen, no loads, no faults (a server shared by a module's tests)."""
         self.delay_s = delay_s
         self.version = version
         self.seen: list[str] = []

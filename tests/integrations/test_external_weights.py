@@ -124,15 +124,24 @@ def _writer(tmp_path: Path) -> Any:
     return write
 
 
-@pytest.fixture
-def pool(ray_cluster: None, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def servers(ray_cluster: None) -> Iterator[dict[str, Any]]:
+    """Three stub servers for the module's tests: each starts a process that imports torch (~5 s of CPU)."""
     import ray
 
-    names = [f"{request.node.name[-20:]}-{i}".replace("[", "").replace("]", "") for i in range(3)]
-    handles = start_servers(names, NAMESPACE)
+    handles = start_servers([f"weights-{i}" for i in range(3)], NAMESPACE)
     yield handles
     for h in handles.values():
         ray.kill(h)
+
+
+@pytest.fixture
+def pool(servers: dict[str, Any]) -> dict[str, Any]:
+    """The module's servers, each as just started (no calls, no loads, version 0, no faults)."""
+    import ray
+
+    ray.get([h.reset.remote() for h in servers.values()])
+    return servers
 
 
 def _push(routing: ExternalRouting, tmp_path: Path, version: int) -> tuple[Any, Any]:
