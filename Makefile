@@ -79,9 +79,10 @@ compat: compat-verl-oldest compat-py310 compat-py312
 # what composes verl's config (CLI, compose, verl's launch scripts), binds its runners, trainers and worker classes,
 # launches its run_ppo, or subclasses its LLM server client (docs/compatibility.md lists what differs). Left out:
 # tests/core (imports no verl); the campaigns (they fuzz our parser and codec, `make test` and `make campaigns` run
-# them) but the corpus of verl's launch scripts, which runs here with its quick budget; and the modules that test verl-ctx's own code over a surface those modules already cover on both releases
-# (load, faults, store, processes, benchmarks, docs, the multi-node fixture). A new module that touches a verl API
-# the listed ones do not goes in this list.
+# them) but the corpus of verl's launch scripts, which runs here with its quick budget; and the modules that test
+# verl-ctx's own code over a surface those modules already cover on both releases (load, faults, store, processes,
+# benchmarks, docs, the multi-node fixture). A new module that touches a verl API the listed ones do not goes in
+# this list. tests/cli runs first, in two processes (it starts no Ray cluster).
 VERL_SUITES := tests/integrations/test_compose.py tests/integrations/test_corpus.py tests/integrations/test_roles.py \
 	tests/integrations/test_runners.py tests/integrations/test_recipe.py tests/integrations/test_recipe_entry.py \
 	tests/integrations/test_delivery.py tests/integrations/test_compat.py tests/integrations/test_checkpoints.py \
