@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import tempfile
 import warnings
+import zlib
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -62,7 +64,10 @@ def _quick(seed: int) -> list[int]:
 
 
 # Each test id names its launch: a drawn one that fails is rerun with `VERL_CTX_CAMPAIGN=full pytest -k <id>`.
-SEED = random.SystemRandom().randrange(10**6)
+# pytest-xdist collects in every worker and wants the same tests from each: its run id, shared by the workers of one
+# run, seeds the draw there.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+SEED = zlib.crc32(_RUN.encode()) if _RUN else random.SystemRandom().randrange(10**6)
 CHOSEN = list(range(len(LAUNCHES))) if FULL else _quick(SEED)
 
 
