@@ -47,16 +47,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The core and CLI suites start no Ray cluster of their own (the CLI's secret hunt starts one rehearsal) and spend
-# their time in Python and in the CLI's subprocesses: they run in two processes, a module to a process
-# (pytest-xdist; --dist loadscope sets a module's fixtures up once). The integration suites run in one: their Ray
-# clusters and rehearsals one at a time.
+# Every suite runs in two processes, a module to a process (pytest-xdist; --dist loadscope sets a module's fixtures
+# up once). A Ray test spends half its time waiting (actors starting, servers timing out: one core busy on average),
+# so two at a time halve the integration suites' time; each worker has a Ray temp directory of its own
+# (tests/conftest.py), so their clusters never meet.
 PARALLEL := -n 2 --dist loadscope
 INTEGRATION_SUITES := tests/integrations examples
 
 pytest: $(STAMP)
-	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest $(PARALLEL) $(CORE_SUITES)
-	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest $(INTEGRATION_SUITES)
+	RAY_AUTH_MODE=disabled $(BIN)/python -m pytest $(PARALLEL) $(CORE_SUITES) $(INTEGRATION_SUITES)
 
 test: lint typecheck pytest
 
@@ -82,7 +81,7 @@ compat: compat-verl-oldest compat-py310 compat-py312
 # them) but the corpus of verl's launch scripts, which runs here with its quick budget; and the modules that test
 # verl-ctx's own code over a surface those modules already cover on both releases (load, faults, store, processes,
 # benchmarks, docs, the multi-node fixture). A new module that touches a verl API the listed ones do not goes in
-# this list. tests/cli runs first, in two processes (it starts no Ray cluster).
+# this list.
 VERL_SUITES := tests/integrations/test_compose.py tests/integrations/test_corpus.py tests/integrations/test_roles.py \
 	tests/integrations/test_runners.py tests/integrations/test_recipe.py tests/integrations/test_recipe_entry.py \
 	tests/integrations/test_delivery.py tests/integrations/test_compat.py tests/integrations/test_checkpoints.py \
@@ -96,8 +95,8 @@ $(VENV_VERL_OLDEST)/.installed: pyproject.toml $(CONSTRAINTS)
 
 compat-verl-oldest: $(VENV_VERL_OLDEST)/.installed
 	$(VENV_VERL_OLDEST)/bin/python -c 'import importlib.metadata as m; print("verl", m.version("verl"))'
-	$(VENV_VERL_OLDEST)/bin/python -m pytest -q -m 'not campaign' $(PARALLEL) tests/cli
-	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q -m 'not campaign or corpus' $(VERL_SUITES)
+	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q -m 'not campaign or corpus' $(PARALLEL) \
+		tests/cli $(VERL_SUITES)
 
 # The core and CLI suites on Python 3.10 and 3.12 (.venv has the project's default Python). $(1): 310 or 312.
 define py_venv

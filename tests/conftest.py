@@ -10,6 +10,15 @@ from hypothesis import HealthCheck, settings
 
 from verl_ctx import ContextRegistry
 
+# Under pytest-xdist each worker gets a Ray temp directory of its own (Ray's sessions, sockets and the
+# ``ray_current_cluster`` file). A bare ``ray.init()`` -- verl's own, in a rehearsal's subprocess -- connects to the
+# cluster that file names, so without this a rehearsal or a module's cluster on one worker joined the multi-node
+# test's cluster running on the other (``ValueError: When connecting to an existing cluster, num_cpus ... must not
+# be provided``). Subprocesses inherit the variable.
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["RAY_TMPDIR"] = ray_tmp = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", f"verl-ctx-{worker}")
+    os.makedirs(ray_tmp, exist_ok=True)
+
 # "ci" keeps property tests quick on CI's two cores; "deep" is for a long local run.
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("deep", max_examples=3000, deadline=None)
