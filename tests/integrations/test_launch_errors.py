@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -61,7 +62,11 @@ def test_traceback_flag_shows_verls_whole_error(tmp_path: Path) -> None:
 @pytest.mark.ray
 def test_a_cpu_only_run_stops_at_preflight_within_seconds_naming_gpus_and_keys(tmp_path: Path) -> None:
     """A run (no --rehearse) on a machine without the GPUs it asks for stops right after ray.init, before the
-    TaskRunner starts: one line-group naming the GPUs needed, the cluster's count and the keys, in under 30 s."""
+    TaskRunner starts: one line-group naming the GPUs needed, the cluster's count and the keys.
+
+    That it stops before the TaskRunner is read from the output (no line of a TaskRunner process, whose start and
+    verl's own check cost a minute more), not from the clock: beside another worker's rehearsal on two cores the
+    run took 27 s (12-19 s alone). The clock only bounds a wait for resources Ray can never grant."""
     from verl_ctx.testing import tiny_dataset, tiny_model, tiny_run_args
 
     args = tiny_run_args(tiny_model(tmp_path / "model"), tiny_dataset(tmp_path / "data"))
@@ -74,7 +79,8 @@ def test_a_cpu_only_run_stops_at_preflight_within_seconds_naming_gpus_and_keys(t
     assert "the Ray cluster has 0" in out.stderr
     assert "Total available GPUs" not in out.stderr, "verl's own check, inside the TaskRunner, was never reached"
     assert "Traceback" not in out.stderr
-    assert took < 30, f"{took:.0f} s"
+    assert not re.search(r"\(TaskRunner\w* pid=", out.stdout + out.stderr), "a TaskRunner process started"
+    assert took < 120, f"{took:.0f} s"
 
 
 def _pool_config(*overrides: str) -> Any:
