@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -371,3 +373,21 @@ def test_an_export_directory_that_cannot_be_written_is_a_usage_error(
     assert res.code == 2, res.out + res.err
     assert len(res.err.strip().splitlines()) == 1, res.err
     assert "Traceback" not in res.err
+
+
+@pytest.mark.usefixtures("empty_default_registry")
+@pytest.mark.parametrize("command", ["validate", "describe", "config"])
+@pytest.mark.parametrize("override", ["+extra_context=[sk-live-123,x]", "+extra_context.rollout=[sk-live-123]"])
+def test_a_list_where_a_section_goes_is_a_usage_error_without_the_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, override: str
+) -> None:
+    """A list for extra_context (or a role in it) is one line naming what was expected, not omegaconf's
+    KeyValidationError from a key lookup in a ListConfig (found by the CLI fuzz campaign)."""
+    (tmp_path / "list_ctx.py").write_text(textwrap.dedent(CONTEXTS))
+    monkeypatch.delitem(sys.modules, "list_ctx", raising=False)  # imported afresh into the emptied registry
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out = _invoke([command, "-s", "list_ctx", override], tmp_path)
+    assert code in (1, 2), out
+    assert "should be a mapping" in out or "no schema is registered for this role" in out, out
+    assert "Traceback" not in out
+    assert "sk-live-123" not in out

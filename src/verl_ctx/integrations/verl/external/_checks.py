@@ -7,6 +7,7 @@ anything starts. ``ExternalPoolTrainer`` runs it again inside the TaskRunner bef
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,9 @@ def _get(config: Any, dotted: str, default: Any = None) -> Any:
     for part in dotted.split("."):
         if node is None:
             return default
-        node = node.get(part) if hasattr(node, "get") else getattr(node, part, None)
+        # A Mapping test, not hasattr(get): an override can make any node a list, and ListConfig.get takes
+        # only an index (a KeyValidationError for a key); a list has no keys, so the setting is absent.
+        node = node.get(part) if isinstance(node, Mapping) else getattr(node, part, None)
     return default if node is None else node
 
 
