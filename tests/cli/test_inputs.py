@@ -376,18 +376,28 @@ def test_an_export_directory_that_cannot_be_written_is_a_usage_error(
 
 
 @pytest.mark.usefixtures("empty_default_registry")
-@pytest.mark.parametrize("command", ["validate", "describe", "config"])
-@pytest.mark.parametrize("override", ["+extra_context=[sk-live-123,x]", "+extra_context.rollout=[sk-live-123]"])
-def test_a_list_where_a_section_goes_is_a_usage_error_without_the_value(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, override: str
+@pytest.mark.parametrize("command", ["validate", "describe"])
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("+extra_context=[sk-live-123,x]", "extra_context should be a mapping; got list"),
+        ("+extra_context.rollout=[sk-live-123]", "no schema is registered for this role"),
+        ("++extra_context=${no.sk-live-123}", "the interpolation at extra_context failed"),
+        ("+extra_context.rollout.routing=${no.sk-live-123}", "the interpolation at extra_context.rollout.routing"),
+    ],
+    ids=["list-for-extra_context", "list-for-a-role", "unresolved-extra_context", "unresolved-routing"],
+)
+def test_a_malformed_section_is_one_message_without_the_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, override: str, said: str
 ) -> None:
-    """A list for extra_context (or a role in it) is one line naming what was expected, not omegaconf's
-    KeyValidationError from a key lookup in a ListConfig (found by the CLI fuzz campaign)."""
+    """A list where extra_context (or a role's section) goes, or an interpolation that does not resolve: one
+    message naming what was expected, not omegaconf's KeyValidationError or InterpolationKeyError from the
+    external-pool settings check that reads the section beside validation (both found by the CLI fuzz campaign)."""
     (tmp_path / "list_ctx.py").write_text(textwrap.dedent(CONTEXTS))
     monkeypatch.delitem(sys.modules, "list_ctx", raising=False)  # imported afresh into the emptied registry
     monkeypatch.syspath_prepend(str(tmp_path))
     code, out = _invoke([command, "-s", "list_ctx", override], tmp_path)
     assert code in (1, 2), out
-    assert "should be a mapping" in out or "no schema is registered for this role" in out, out
+    assert said in out, out
     assert "Traceback" not in out
     assert "sk-live-123" not in out

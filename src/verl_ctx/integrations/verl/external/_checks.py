@@ -55,13 +55,23 @@ def routing_from(config: Any, schema: type[RoleContext] | None = None) -> Extern
 
 
 def _get(config: Any, dotted: str, default: Any = None) -> Any:
+    """``config``'s value at ``dotted``, or ``default`` where the path is absent or cannot be read.
+
+    These checks run beside validation, which names a malformed value itself (an interpolation that does not
+    resolve, a list where a section goes), so here such a path reads as absent.
+    """
+    from omegaconf.errors import OmegaConfBaseException  # only a composed (omegaconf) config raises it
+
     node = config
     for part in dotted.split("."):
         if node is None:
             return default
-        # A Mapping test, not hasattr(get): an override can make any node a list, and ListConfig.get takes
-        # only an index (a KeyValidationError for a key); a list has no keys, so the setting is absent.
-        node = node.get(part) if isinstance(node, Mapping) else getattr(node, part, None)
+        try:
+            # A Mapping test, not hasattr(get): an override can make any node a list, and ListConfig.get takes
+            # only an index (a KeyValidationError for a key); a list has no keys, so the setting is absent.
+            node = node.get(part) if isinstance(node, Mapping) else getattr(node, part, None)
+        except OmegaConfBaseException:  # ${no.such.node} and its kin, resolved on access
+            return default
     return default if node is None else node
 
 
