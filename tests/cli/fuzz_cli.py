@@ -141,8 +141,8 @@ def campaign(n: int, seed: int) -> dict[str, Any]:
             problem = "a traceback in the output"
         elif SECRET in result.output or SECRET[3:] in result.output:
             problem = "the secret in the output"
-        if problem:
-            defects.append(f"{problem} for {args!r}")
+        if problem:  # the command line as run, the sentinel secret named not shown (the seed reproduces it)
+            defects.append(f"{problem} for {args!r}".replace(SECRET, "<SECRET>").replace(SECRET[3:], "<SECRET>"))
     return {
         "seed": seed,
         "tried": n,

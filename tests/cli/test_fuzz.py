@@ -33,7 +33,8 @@ def test_fuzzed_command_lines_exit_cleanly_and_never_echo_a_secret(seed: int) ->
     )
     assert out.stdout.strip(), f"seed {seed}: no report; stderr: {out.stderr[-2000:]}"
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert not report["defects"], f"seed {seed}:\n" + "\n".join(report["defects"][:5])
+    rerun = f"rerun it: python -m tests.cli.fuzz_cli {LINES} {seed}"
+    assert not report["defects"], f"seed {seed} ({rerun}):\n" + "\n".join(report["defects"][:5])
     assert out.returncode == 0, f"seed {seed}: {out.stderr[-2000:]}"
     assert set(report["exits"]) <= {"0", "1", "2"}, report
     if seed == SEEDS[0]:  # the fixed seed reaches valid, invalid and usage-error runs alike
