@@ -45,7 +45,7 @@ from ._envelope import (
 )
 from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
-from ._kinds import KIND_KEY, kept_untyped, widened_from
+from ._kinds import KIND_KEY, kept_untyped, renamed_to, widened_from
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
 from ._trusted import replay_post_init, trusted_validator
@@ -360,7 +360,14 @@ def _kinds_changed(env: Mapping[str, Any], info: SchemaInfo, schema: type[RoleCo
         if changed and not widened_from(core, key, theirs[key]):
             out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, another kind of value)")
     for key, kind in theirs.items():
-        if key.startswith(KIND_KEY) and key not in info.field_digests and kept_untyped(core, key, kind):
+        if not key.startswith(KIND_KEY) or key in info.field_digests:
+            continue
+        renamed = renamed_to(core, key)
+        if renamed is not None:  # renamed, the old name its alias: the new field reads the value, typed as it is
+            if info.field_digests.get(renamed) != kind and not widened_from(core, renamed, kind):
+                new = renamed.removeprefix(KIND_KEY).rpartition(".")[2]
+                out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, read as {new}, another kind)")
+        elif kept_untyped(core, key, kind):
             out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, kept untyped by the worker)")
     return out
 

@@ -16,7 +16,7 @@ from pydantic_core import core_schema
 from ._decode import input_names, read_as
 from ._evolution import Change, diff_schemas
 from ._fingerprint import CONFIG_KEY, schema_info
-from ._kinds import KIND_KEY, model_named, widened_from
+from ._kinds import KIND_KEY, model_named, renamed_to, widened_from
 from ._registry import ContextRegistry
 from ._schema import RoleContext
 from ._secret_schema import _children as schema_children
@@ -250,7 +250,19 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
         elif key.startswith(KIND_KEY):
             # An added or removed field has its own rule; a widening (to an optional, a union, Any) reads every old
             # value as the same typed value, as the handshake judges it.
-            if before is not None and after is None:
+            renamed = renamed_to(core, key) if isinstance(before, str) and after is None else None
+            if renamed is not None and new.get(renamed) != before and not widened_from(core, renamed, str(before)):
+                # renamed with its old name as alias: old payloads are read into the new field, of another kind
+                code.append(
+                    Change(
+                        "FIELD_TYPE_CHANGED",
+                        key.removeprefix(KIND_KEY),
+                        f"{before} -> {new.get(renamed)} (read as {renamed.rpartition('.')[2]}, by its alias): kinds "
+                        "the wire carries alike, so old values would be read as another kind of value; workers "
+                        "refuse them as a mismatch",
+                    )
+                )
+            elif before is not None and after is None:
                 code += _wire_name_gone(core, key.removeprefix(KIND_KEY), changes)
             elif before is None and after is not None:
                 code += _wire_name_required(core, key.removeprefix(KIND_KEY), old, changes)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._trusted import declared_validators, function_of
 
-__all__ = ["KIND_KEY", "kept_untyped", "kind_entries", "model_named", "widened_from"]
+__all__ = ["KIND_KEY", "kept_untyped", "kind_entries", "model_named", "renamed_to", "widened_from"]
 
 #: Prefix of a field-kind entry in ``SchemaInfo.field_digests``.
 KIND_KEY = "@kind "
@@ -183,6 +183,29 @@ def widened_from(core: Any, key: str, theirs: str) -> bool:
 def model_named(core: Any, qualname: str) -> type | None:
     """The model or dataclass in ``core`` whose ``__qualname__`` is ``qualname``, if one is."""
     return next((cls for cls, _ in _Kinds(core).classes(core) if cls.__qualname__ == qualname), None)
+
+
+def renamed_to(core: Any, key: str) -> str | None:
+    """The worker's ``@kind Model.field`` entry for the field that reads a field only the driver's schema has
+    (``key``) by alias: a field renamed with its old name as ``alias=`` (or a ``validation_alias`` string or
+    ``AliasChoices`` member) reads the old payload's key, so the driver's kind is compared with that field's."""
+    model, _, name = key.removeprefix(KIND_KEY).rpartition(".")
+    for cls, fields in _Kinds(core).classes(core):
+        if cls.__qualname__ != model or name in fields:
+            continue
+        specs = getattr(cls, "__pydantic_fields__", None) or {}
+        for field, spec in specs.items():
+            if field in fields and name in _input_names(spec):
+                return f"{KIND_KEY}{model}.{field}"
+    return None
+
+
+def _input_names(spec: Any) -> list[str]:
+    """The keys a pydantic ``FieldInfo`` reads by alias: ``alias=``, a ``validation_alias`` string, or the strings
+    of its ``AliasChoices``."""
+    alias = spec.validation_alias if getattr(spec, "validation_alias", None) is not None else spec.alias
+    choices = getattr(alias, "choices", None)
+    return [a for a in (choices if isinstance(choices, list) else [alias]) if isinstance(a, str)]
 
 
 def kept_untyped(core: Any, key: str, theirs: str) -> bool:

@@ -914,8 +914,11 @@ def edit(
         kept = [c for c in node.code if c[0] != "K"]
         plain = [f for f in fields if f.name != TAG]
         remove = draw(st.booleans())
-        if kept and remove:
-            del kept[draw(st.integers(0, len(kept) - 1))]
+        # Only a validator is removed: the constant ("S"), method ("M") and config entries stay, as a validator
+        # left in place may still read them (an mcall without its factor() would fail to build, not to decode).
+        removable = [i for i, c in enumerate(kept) if c[0] in _VALIDATORS]
+        if removable and remove:
+            del kept[draw(st.sampled_from(removable))]
         elif plain:
             f = draw(st.sampled_from(plain))
             kept.append(("scale" if f.ty.kind == "int" and not f.ty.cons else "same", f.name))
@@ -1312,6 +1315,20 @@ def test_payload_names_decide_renames_that_keep_the_old_name_as_alias() -> None:
     # Named also when code changed beside it (code changes are listed, field notes dropped: this is not a note).
     checked = _named("R", s=(int, 0), __validators__={"_v": field_validator("s")(_same)})
     assert ("FIELD_REMOVED", "R.t") in _check(renamed, checked)
+
+
+def test_a_rename_keeping_the_old_name_as_alias_that_changes_the_kind_is_breaking() -> None:
+    """tuple -> list under a new name: one JSON Schema (an array of integers), one wire, another typed value. `schema
+    check` and the handshake both say so, by the old name; the same kind renamed stays compatible."""
+    old = _named("K", s=(tuple[int, ...], ()))
+    renamed = _named("K", t=(list[int], Field([], alias="s")))
+    assert _check(old, renamed) == {("FIELD_TYPE_CHANGED", "K.s")}
+    with pytest.raises(SchemaMismatchError, match=r"K\.s \(its type: the same bytes, read as t"):
+        decode(encode(old(s=(1, 2))), renamed)
+    same_kind = _named("K", t=(tuple[int, ...], Field((), alias="s")))
+    assert _check(old, same_kind) == set()
+    with pytest.warns(SchemaSkewWarning):
+        assert decode(encode(old(s=(1, 2))), same_kind).t == (1, 2)
 
 
 def test_a_required_field_named_like_another_field_s_alias_is_breaking() -> None:
