@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-from pydantic import AliasChoices, BaseModel, ValidationError
-from pydantic.fields import FieldInfo
+from pydantic import BaseModel, ValidationError
 
 from ._budget import PayloadCostError, check_decode_cost
 from ._codec import (
@@ -45,7 +44,7 @@ from ._envelope import (
 )
 from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
-from ._kinds import KIND_KEY, kept_untyped, renamed_to, widened_from
+from ._kinds import KIND_KEY, input_names, kept_untyped, renamed_to, widened_from
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
 from ._trusted import replay_post_init, trusted_validator
@@ -446,12 +445,6 @@ def read_as(model: type[BaseModel], key: str) -> list[str]:
     string or one of its ``AliasChoices`` strings); payloads carry field names, so a field renamed with its old name
     as alias reads an old payload's key."""
     return [name for name, spec in model.model_fields.items() if name != key and key in input_names(spec)]
-
-
-def input_names(spec: FieldInfo) -> list[str]:
-    """The keys a field reads by alias: ``alias=``, a ``validation_alias`` string, or its ``AliasChoices`` strings."""
-    alias = spec.validation_alias if spec.validation_alias is not None else spec.alias
-    return [a for a in (alias.choices if isinstance(alias, AliasChoices) else [alias]) if isinstance(a, str)]
 
 
 def _exact(value: Any) -> Any:

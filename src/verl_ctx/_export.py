@@ -13,10 +13,10 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from pydantic_core import core_schema
 
-from ._decode import input_names, read_as
+from ._decode import read_as
 from ._evolution import Change, diff_schemas
 from ._fingerprint import CONFIG_KEY, schema_info
-from ._kinds import KIND_KEY, model_named, renamed_to, widened_from
+from ._kinds import KIND_KEY, input_names, model_named, renamed_to, widened_from
 from ._registry import ContextRegistry
 from ._schema import RoleContext
 from ._secret_schema import _children as schema_children

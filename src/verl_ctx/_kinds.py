@@ -20,9 +20,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import AliasChoices
+from pydantic.fields import FieldInfo
+
 from ._trusted import declared_validators, function_of
 
-__all__ = ["KIND_KEY", "kept_untyped", "kind_entries", "model_named", "renamed_to", "widened_from"]
+__all__ = ["KIND_KEY", "input_names", "kept_untyped", "kind_entries", "model_named", "renamed_to", "widened_from"]
 
 #: Prefix of a field-kind entry in ``SchemaInfo.field_digests``.
 KIND_KEY = "@kind "
@@ -195,17 +198,15 @@ def renamed_to(core: Any, key: str) -> str | None:
             continue
         specs = getattr(cls, "__pydantic_fields__", None) or {}
         for field, spec in specs.items():
-            if field in fields and name in _input_names(spec):
+            if field in fields and name in input_names(spec):
                 return f"{KIND_KEY}{model}.{field}"
     return None
 
 
-def _input_names(spec: Any) -> list[str]:
-    """The keys a pydantic ``FieldInfo`` reads by alias: ``alias=``, a ``validation_alias`` string, or the strings
-    of its ``AliasChoices``."""
-    alias = spec.validation_alias if getattr(spec, "validation_alias", None) is not None else spec.alias
-    choices = getattr(alias, "choices", None)
-    return [a for a in (choices if isinstance(choices, list) else [alias]) if isinstance(a, str)]
+def input_names(spec: FieldInfo) -> list[str]:
+    """The keys a field reads by alias: ``alias=``, a ``validation_alias`` string, or its ``AliasChoices`` strings."""
+    alias = spec.validation_alias if spec.validation_alias is not None else spec.alias
+    return [a for a in (alias.choices if isinstance(alias, AliasChoices) else [alias]) if isinstance(a, str)]
 
 
 def kept_untyped(core: Any, key: str, theirs: str) -> bool:
