@@ -393,10 +393,10 @@ def test_a_malformed_section_is_one_message_without_the_value(
     """A list where extra_context (or a role's section) goes, or an interpolation that does not resolve: one
     message naming what was expected, not omegaconf's KeyValidationError or InterpolationKeyError from the
     external-pool settings check that reads the section beside validation (both found by the CLI fuzz campaign)."""
-    (tmp_path / "list_ctx.py").write_text(textwrap.dedent(CONTEXTS))
-    monkeypatch.delitem(sys.modules, "list_ctx", raising=False)  # imported afresh into the emptied registry
+    (tmp_path / "malformed_ctx.py").write_text(textwrap.dedent(CONTEXTS))
+    monkeypatch.delitem(sys.modules, "malformed_ctx", raising=False)  # imported afresh into the emptied registry
     monkeypatch.syspath_prepend(str(tmp_path))
-    code, out = _invoke([command, "-s", "list_ctx", override], tmp_path)
+    code, out = _invoke([command, "-s", "malformed_ctx", override], tmp_path)
     assert code in (1, 2), out
     assert said in out, out
     assert "Traceback" not in out
