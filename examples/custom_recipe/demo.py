@@ -56,7 +56,7 @@ def verl_ctx(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[st
 
 
 def streamed(*args: str) -> tuple[int, str]:
-    """``verl-ctx ARGS`` with its own lines shown as they come (Ray's worker lines, prefixed ``pid=``, kept back)."""
+    """``verl-ctx ARGS`` with its lines shown as they come (verl's and Ray's own go to the log file it names)."""
     command, env = _command(*args)
     lines = []
     with subprocess.Popen(
@@ -65,8 +65,7 @@ def streamed(*args: str) -> tuple[int, str]:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            if "pid=" not in line[:40]:  # Ray prefixes forwarded lines with "(ProcessName pid=...)"
-                print(line, end="", flush=True)
+            print(line, end="", flush=True)
     return proc.returncode, "".join(lines)
 
 
@@ -78,7 +77,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="verl-ctx-demo-") as scratch:
         model, data = tiny_model(Path(scratch) / "model"), tiny_dataset(Path(scratch) / "data")
         overrides = [*tiny_run_args(model, data), *RECIPE_OVERRIDES, f"trainer.use_v1={not legacy}"]
-        print(f"$ verl-ctx run --rehearse {' '.join(RECIPE_ARGS)} <tiny-run overrides> {' '.join(RECIPE_OVERRIDES)}")
+        shown = " ".join(RECIPE_OVERRIDES).replace(SECRET, "<the key, withheld here too>")
+        print(f"$ verl-ctx run --rehearse {' '.join(RECIPE_ARGS)} <tiny-run overrides> {shown}")
         code, output = streamed("run", "--rehearse", *RECIPE_ARGS, *overrides)
     if code != 0:
         return 1

@@ -383,3 +383,28 @@ def test_json_is_printed_on_every_exit_code_of_describe_diff_and_run(
     body = diffed.json()
     assert body["same"] is False
     assert body["errors"][0]["message"].startswith("usage error: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--report", "r.json"], {}, "--report (or VERL_CTX_RUN_REPORT) is a rehearsal's report; add --rehearse"),
+        ([], {"VERL_CTX_RUN_REPORT": "r.json"}, "--report (or VERL_CTX_RUN_REPORT) is a rehearsal's report"),
+        (
+            ["--rehearse", "--report", "."],
+            {},
+            "Invalid value for '--report' (env var: 'VERL_CTX_RUN_REPORT'): File '.' is",
+        ),
+        (["--rehearse", "--report", "/proc/none/r.json"], {}, "cannot write the report to '/proc/none/r.json': "),
+    ],
+    ids=["option-without-rehearse", "variable-without-rehearse", "a-folder", "unwritable"],
+)
+def test_a_report_no_rehearsal_would_write_is_a_usage_error_before_anything_starts(
+    run_cli: Run, ctx_module: str, args: list[str], env: dict[str, str], message: str
+) -> None:
+    """`run --report` (or its variable) on a launch or --check, which write no report, or naming a folder, stops at
+    once: never a report silently left unwritten, never a minute's rehearsal before the path is refused."""
+    res = run_cli("run", "-s", ctx_module, *args, "+extra_context.critic.value_clip=0.5", env=env)
+    assert res.code == 2, (res.out, res.err)
+    assert message in res.err
+    assert "Started a local Ray instance" not in res.out + res.err

@@ -147,6 +147,25 @@ def test_ray_init_kwargs_are_run_ppos_for_this_config(tmp_path: Path) -> None:
     assert kwargs["runtime_env"]["env_vars"]["PYTHONHASHSEED"] == "1234"
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [((), (False, 8)), (("++ray_kwargs.ray_init.include_dashboard=true", "++ray_kwargs.ray_init.num_cpus=3"), (True, 3))],
+    ids=["unset", "set-by-the-launch"],
+)
+def test_a_rehearsal_starts_ray_without_a_dashboard_unless_the_launch_asks_for_one(
+    given: tuple[str, ...], expected: tuple[bool, int]
+) -> None:
+    """A rehearsal's own settings fill only what verl's config leaves unset, and reach ray.init as run_ppo's do."""
+    from verl_ctx.integrations.verl import compose_config
+    from verl_ctx.integrations.verl._launch import ray_init_kwargs, rehearsal_settings
+
+    config = compose_config(overrides=list(given))
+    rehearsal_settings(config)
+    kwargs = ray_init_kwargs(config)
+    assert (kwargs["include_dashboard"], kwargs["num_cpus"]) == expected
+    assert config.trainer.logger == ["console"]
+
+
 # --- separate-async trainer: Role.Actor and Role.RefPolicy ----------------------------------------------------
 
 SECTION = {"actor": {"entropy_bonus": 0.5}, "ref": {"kl_temperature": 2.0}, "critic": {"value_clip": 0.75}}

@@ -216,6 +216,7 @@ def _answering_in_json(error: click.UsageError, args: Sequence[str] | None) -> c
 
 
 _COMMAND = {"context_settings": {"ignore_unknown_options": True}, "epilog": EXIT_CODES}
+REPORT_ENV = "VERL_CTX_RUN_REPORT"  # `run --report`'s variable: a wrapper (make demo) passes it through untouched
 
 
 def _withholding(parse_args: Callable[..., list[str]]) -> Callable[..., list[str]]:
@@ -602,6 +603,17 @@ def _findable(given: str, target: str) -> None:
 )
 @functools.partial(_format_option, help="With --rehearse: the report as one JSON line at the end of stdout.")
 @click.option(
+    "--report",
+    "report_file",
+    type=_Path(dir_okay=False),
+    envvar=REPORT_ENV,
+    show_envvar=True,
+    default=None,
+    metavar="FILE",
+    help="With --rehearse: also write the report (the JSON --format json prints last) to FILE, whatever the format; "
+    "for a CI job that keeps the console for people and the report as an artifact.",
+)
+@click.option(
     "--offload-bytes",
     type=int,
     default=None,
@@ -625,12 +637,20 @@ def run(
     verbose: bool,
     check_only: bool,
     fmt: str,
+    report_file: str | None,
     offload_bytes: int | None,
     accept_context_change: bool,
     show_traceback: bool,
 ) -> None:
     if rehearse and check_only:
         raise ConfigError("--check and --rehearse: choose one (--check starts nothing; --rehearse starts Ray on CPU)")
+    if report_file and not rehearse:  # a launch has no report: never a file silently left unwritten
+        raise ConfigError(
+            f"--report (or {REPORT_ENV}) is a rehearsal's report; add --rehearse, or leave the option out and unset "
+            "the variable"
+        )
+    if report_file:  # emptied now: an unwritable path is told before a minute's rehearsal, and no older report
+        _write_report(report_file, "")  # is left in its place if this one never gets there
     workers = _workers(worker_specs)
     try:
         checked = _validated(inputs)
@@ -679,12 +699,15 @@ def run(
                     click.echo(f"verl's and Ray's output up to here: {log}", err=True)
                 raise
             click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
+            report = json.dumps({"records": records}, default=str)
+            if report_file:  # the records of a rehearsal the next check refuses too: they show what was decoded
+                _write_report(report_file, report)
             try:
                 _launch.check_decoded(records, checked.contexts, checked.config)
                 click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
             finally:
                 if fmt == "json":  # the report is the last line either way
-                    click.echo(json.dumps({"records": records}, default=str))
+                    click.echo(report)
             return
         if inputs.entry:
             click.echo(f"handing over to {inputs.entry}'s own main (its checks, its TaskRunner, bound)")
@@ -697,6 +720,19 @@ def run(
         raise
     except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
         raise _stopped(e, show_traceback) from None
+
+
+def _write_report(path: str, report: str) -> None:
+    """``report`` into ``path`` (an empty ``report`` empties it); a path that cannot be written is a usage error."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(report + "\n" if report else "")
+    except OSError as e:  # a read-only place, a file where a folder is needed, ...
+        raise ConfigError(
+            f"cannot write the report to {path!r}: {e.strerror or e}; choose a writable --report path"
+        ) from None
+    if report:
+        click.echo(f"  the report: {path}")
 
 
 def _log_file(what: str) -> str:

@@ -52,6 +52,7 @@ __all__ = [
     "launch",
     "prepare",
     "ray_init_kwargs",
+    "rehearsal_settings",
     "rehearse",
     "verl_cause",
 ]
@@ -249,6 +250,24 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
     _start(config, prepare(config, contexts, **options), recipe)
 
 
+def rehearsal_settings(config: Any) -> None:
+    """The settings a rehearsal runs with where ``config`` leaves them unset, set in place (a rehearsal is one short
+    run on a small machine's CPUs; everything else is the launch's own)."""
+    from omegaconf import open_dict
+
+    with open_dict(config):
+        # One CPU process per pool (see _rehearsal); logical CPUs for TransferQueue's actors; no trackers.
+        if config.ray_kwargs.ray_init.get("num_cpus") is None:
+            config.ray_kwargs.ray_init.num_cpus = 8
+        # Ray's dashboard (a head process and its module processes) is a tenth of a rehearsal's CPU time on a small
+        # machine and nothing reads it in a minute-long run; a config that sets it keeps its own.
+        if config.ray_kwargs.ray_init.get("include_dashboard") is None:
+            config.ray_kwargs.ray_init.include_dashboard = False
+        config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
+        config.trainer.logger = ["console"]
+        config.data.dataloader_num_workers = 0
+
+
 def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) -> list[dict[str, Any]]:
     """Run the launch on this machine's CPUs up to the model engine; returns what each worker recorded.
 
@@ -261,16 +280,8 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
     import tempfile
     from pathlib import Path
 
-    from omegaconf import open_dict
-
     recipe = _recipe_entry(options)
-    with open_dict(config):
-        # One CPU process per pool (see _rehearsal); logical CPUs for TransferQueue's actors; no trackers.
-        if config.ray_kwargs.ray_init.get("num_cpus") is None:
-            config.ray_kwargs.ray_init.num_cpus = 8
-        config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
-        config.trainer.logger = ["console"]
-        config.data.dataloader_num_workers = 0
+    rehearsal_settings(config)
     check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
     if recipe is None:
         check_launch(config)  # a recipe's main runs its own checks
