@@ -149,7 +149,10 @@ def test_ray_init_kwargs_are_run_ppos_for_this_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [((), (False, 8)), (("++ray_kwargs.ray_init.include_dashboard=true", "++ray_kwargs.ray_init.num_cpus=3"), (True, 3))],
+    [
+        ((), (False, 8)),
+        (("++ray_kwargs.ray_init.include_dashboard=true", "++ray_kwargs.ray_init.num_cpus=3"), (True, 3)),
+    ],
     ids=["unset", "set-by-the-launch"],
 )
 def test_a_rehearsal_starts_ray_without_a_dashboard_unless_the_launch_asks_for_one(
