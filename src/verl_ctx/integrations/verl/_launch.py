@@ -251,8 +251,9 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
 
 
 def rehearsal_settings(config: Any) -> None:
-    """The settings a rehearsal runs with where ``config`` leaves them unset, set in place (a rehearsal is one short
-    run on a small machine's CPUs; everything else is the launch's own)."""
+    """A rehearsal's own settings, set in ``config`` in place (it is one short run on a small machine's CPUs): Ray's
+    CPUs and dashboard where the config leaves them unset; one storage unit, the console logger and no dataloader
+    processes always. Everything else is the launch's own."""
     from omegaconf import open_dict
 
     with open_dict(config):
