@@ -19,6 +19,16 @@ if worker := os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["RAY_TMPDIR"] = ray_tmp = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", f"verl-ctx-{worker}")
     os.makedirs(ray_tmp, exist_ok=True)
 
+# Every Ray cluster the suite starts (its own fixtures', verl's in a rehearsal's subprocess) inherits these:
+# - Ray starts its worker processes at nice 15, so that its own daemons stay responsive. On a busy machine (the
+#   other xdist worker's tests, a CI neighbour) a nice-0 process then takes ~97 % of a shared core and every actor
+#   the other ~3 %: measured on 2 cores beside two CPU burners, tests/integrations/test_runners.py took 1,178 s
+#   instead of 79 s, long enough for a test's timeouts to fire. The suite's actors run at the test run's priority.
+# - Ray prestarts a worker per core for the first driver without its job's runtime env, so no actor of ours or
+#   verl's (each launch has a runtime env) ever uses one: two processes importing Ray for nothing per cluster.
+os.environ.setdefault("RAY_worker_niceness", "0")
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+
 # "ci" keeps property tests quick on CI's two cores; "deep" is for a long local run.
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("deep", max_examples=3000, deadline=None)
