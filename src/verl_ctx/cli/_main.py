@@ -491,12 +491,17 @@ def schema_envelope(out_file: str) -> None:
     from .._envelope import envelope_json_schema
     from .._export import render_json
 
-    try:
-        Path(out_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(out_file).write_text(render_json(envelope_json_schema()))
-    except OSError as e:  # a read-only place, a file where a folder is needed, ...
-        raise ConfigError(f"cannot write {out_file!r}: {e.strerror or e}; choose a writable -o path") from None
+    _write_text(out_file, render_json(envelope_json_schema()), option="-o")
     click.echo(f"wrote {out_file}")
+
+
+def _write_text(path: str, text: str, *, option: str, what: str = "") -> None:
+    """``text`` into ``path``, its folder made; a path that cannot be written is a usage error naming ``option``."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    except OSError as e:  # a read-only place, a file where a folder is needed, ...
+        raise ConfigError(f"cannot write {what}{path!r}: {e.strerror or e}; choose a writable {option} path") from None
 
 
 def _workers(specs: tuple[str, ...]) -> dict[str, str]:
@@ -724,13 +729,7 @@ def run(
 
 def _write_report(path: str, report: str) -> None:
     """``report`` into ``path`` (an empty ``report`` empties it); a path that cannot be written is a usage error."""
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(report + "\n" if report else "")
-    except OSError as e:  # a read-only place, a file where a folder is needed, ...
-        raise ConfigError(
-            f"cannot write the report to {path!r}: {e.strerror or e}; choose a writable --report path"
-        ) from None
+    _write_text(path, report + "\n" if report else "", option="--report", what="the report to ")
     if report:
         click.echo(f"  the report: {path}")
 
