@@ -80,10 +80,9 @@ compat: compat-verl-oldest compat-py310 compat-py312
 # launches its run_ppo, or subclasses its LLM server client (docs/compatibility.md lists what differs). Left out:
 # tests/core (imports no verl); the campaigns (they fuzz our parser and codec, `make test` and `make campaigns` run
 # them) but the corpus of verl's launch scripts, which runs here with its quick budget; the secret hunt (a sweep of
-# our CLI's output, `make test` runs it); and the modules that test
-# verl-ctx's own code over a surface those modules already cover on both releases (load, faults, store, processes,
-# benchmarks, docs, the multi-node fixture). A new module that touches a verl API the listed ones do not goes in
-# this list.
+# our CLI's output, `make test` runs it); and the modules that test verl-ctx's own code over a surface those modules
+# already cover on both releases (load, faults, store, processes, benchmarks, docs, the multi-node fixture). A new
+# module that touches a verl API the listed ones do not goes in this list.
 VERL_SUITES := tests/integrations/test_compose.py tests/integrations/test_corpus.py tests/integrations/test_roles.py \
 	tests/integrations/test_runners.py tests/integrations/test_recipe.py tests/integrations/test_recipe_entry.py \
 	tests/integrations/test_delivery.py tests/integrations/test_compat.py tests/integrations/test_checkpoints.py \
@@ -97,8 +96,8 @@ $(VENV_VERL_OLDEST)/.installed: pyproject.toml $(CONSTRAINTS)
 
 compat-verl-oldest: $(VENV_VERL_OLDEST)/.installed
 	$(VENV_VERL_OLDEST)/bin/python -c 'import importlib.metadata as m; print("verl", m.version("verl"))'
-	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q -m '(not campaign and not sweep) or corpus' $(PARALLEL) \
-		tests/cli $(VERL_SUITES)
+	RAY_AUTH_MODE=disabled $(VENV_VERL_OLDEST)/bin/python -m pytest -q -m '(not campaign and not sweep) or corpus' \
+		$(PARALLEL) tests/cli $(VERL_SUITES)
 
 # The core and CLI suites on Python 3.10 and 3.12 (.venv has the project's default Python). $(1): 310 or 312.
 define py_venv

@@ -24,8 +24,9 @@ if worker := os.environ.get("PYTEST_XDIST_WORKER"):
 #   other xdist worker's tests, a CI neighbour) a nice-0 process then takes ~97 % of a shared core and every actor
 #   the other ~3 %: measured on 2 cores beside two CPU burners, tests/integrations/test_runners.py took 1,178 s
 #   instead of 79 s, long enough for a test's timeouts to fire. The suite's actors run at the test run's priority.
-# - Ray prestarts a worker per core for the first driver without its job's runtime env, so no actor of ours or
-#   verl's (each launch has a runtime env) ever uses one: two processes importing Ray for nothing per cluster.
+# - Ray prestarts a worker per core for the first driver; where the job has a runtime env (every launch of ours and
+#   verl's) no actor took one (measured: the actor got a process of its own, the prestarted ones stayed idle), so
+#   that is a process per core importing Ray for nothing, each cluster.
 os.environ.setdefault("RAY_worker_niceness", "0")
 os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
