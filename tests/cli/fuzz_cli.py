@@ -112,11 +112,10 @@ def case(rng: random.Random) -> list[str]:
     return args
 
 
-def campaign(n: int, seed: int) -> dict[str, Any]:
+def campaign(n: int, seed: int, scratch: Path) -> dict[str, Any]:
     from verl_ctx.cli._main import cli
 
     rng = random.Random(seed)
-    scratch = Path(tempfile.mkdtemp(prefix="verl-ctx-fuzz-cli-"))
     (scratch / "fuzz_ctx.py").write_text(textwrap.dedent(MODULE))
     (scratch / "bad.yaml").write_text("extra_context: {critic: [unclosed\n")
     (scratch / "good.yaml").write_text(f"extra_context:\n  reward:\n    token: {SECRET}\n")
@@ -156,7 +155,8 @@ def campaign(n: int, seed: int) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 300
     seed = int(argv[1]) if len(argv) > 1 else random.SystemRandom().randrange(2**32)
-    report = campaign(n, seed)
+    with tempfile.TemporaryDirectory(prefix="verl-ctx-fuzz-cli-") as scratch:  # removed after, run or fail
+        report = campaign(n, seed, Path(scratch))
     print(json.dumps(report))
     return 1 if report["defects"] else 0
 
