@@ -1,10 +1,12 @@
-"""Ray fixtures: one local cluster per test module, workers able to import this repository's tests."""
+"""Ray fixtures: one local cluster per test process, empty at each module's start; workers able to import this
+repository's tests."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import os
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,19 +53,82 @@ def _ray_leftovers_collected() -> Iterator[None]:
         pass
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    """A local Ray cluster for the whole module (starting one costs seconds)."""
-    import ray
+class SharedRay:
+    """The local Ray cluster of this pytest process (an xdist worker), shared by every module that asks for one.
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    with ray_sockets_closed_quietly():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env=ray_runtime_env())
+    Starting a cluster and shutting it down cost ~4 s of a core each time; a cluster per module paid that a dozen
+    times a run. The first module that asks starts it; at each module's end whatever the module left is checked
+    (``clean``), and only a module that leaves an actor alive or a CPU taken gets the cluster shut down, so every
+    module still starts on an empty cluster. A module that needs Ray to itself (the multi-node one) calls ``stop``.
+    """
+
+    def __init__(self) -> None:
+        self.up = False
+
+    def start(self) -> None:
+        import ray
+
+        if self.up:
+            return
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        with ray_sockets_closed_quietly():
+            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env=ray_runtime_env())
+        self.up = True
+
+    def stop(self) -> None:
+        import ray
+
+        if self.up:
+            with ray_sockets_closed_quietly():
+                ray.shutdown()
+            self.up = False
+
+    def clean(self, timeout: float = 10.0) -> None:
+        """Keep the cluster for the next module if nothing of this module's is left on it, else shut it down."""
+        import ray
+
+        from verl_ctx.integrations.verl import _store
+
+        if not self.up:
+            return
+        try:
+            from ray._private.state import actors  # the GCS's actor table: no dashboard needed (a debugging API)
+        except ImportError:  # a Ray that moved it: a cluster per module, as before
+            self.stop()
+            return
+        # The stores offload() started live as long as the driver (a launch's contexts must), so as long as this
+        # process: a module's stores are released with the module, as a module's own cluster released them.
+        for store in _store._stores:
+            ray.kill(store)
+        _store._stores.clear()
+        gc.collect()  # actors whose last handle the module dropped are released now
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alive = actors(actor_state_name="ALIVE")
+            if not alive and ray.available_resources().get("CPU") == ray.cluster_resources().get("CPU"):
+                return
+            time.sleep(0.1)
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_ray() -> Iterator[SharedRay]:
+    """This process's ``SharedRay``, shut down at the end of the session."""
+    shared = SharedRay()
+    try:
+        yield shared
+    finally:
+        shared.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(shared_ray: SharedRay) -> Iterator[None]:
+    """A local Ray cluster for the module, with nothing of another module's on it (``SharedRay``)."""
+    shared_ray.start()
     try:
         yield
     finally:
-        with ray_sockets_closed_quietly():
-            ray.shutdown()
+        shared_ray.clean()
 
 
 @pytest.fixture

@@ -147,6 +147,7 @@ def started(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Iter
     trainer = CpuExternalPoolTrainer(_config(scratch))
     trainer.init()
     yield trainer, servers, scratch
+    _release(trainer, None)
     for handle in servers.values():
         ray.kill(handle)
 

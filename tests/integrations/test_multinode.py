@@ -10,18 +10,20 @@ import pytest
 from verl_ctx import validate
 from verl_ctx.integrations.verl import bind_role_worker_mapping
 
-from .conftest import ray_runtime_env, ray_sockets_closed_quietly
+from .conftest import SharedRay, ray_runtime_env, ray_sockets_closed_quietly
 from .contexts import REGISTRY, DemoCriticContext
 
 pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
-def two_node_cluster() -> Iterator[None]:
-    """A ray.cluster_utils.Cluster: a head and a worker node, one CPU each, so each node fits one worker."""
+def two_node_cluster(shared_ray: SharedRay) -> Iterator[None]:
+    """A ray.cluster_utils.Cluster: a head and a worker node, one CPU each, so each node fits one worker. The
+    process's shared cluster is shut down first (a driver connects to one cluster); the next module starts it."""
     import ray
     from ray.cluster_utils import Cluster
 
+    shared_ray.stop()
     with ray_sockets_closed_quietly():  # Ray's head node starts in this process
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         cluster.add_node(num_cpus=1)
