@@ -101,7 +101,8 @@ class SharedRay:
         for store in _store._stores:
             ray.kill(store)
         _store._stores.clear()
-        gc.collect()  # actors whose last handle the module dropped are released now
+        with ray_sockets_closed_quietly():  # its collection releases the actors whose last handle the module dropped
+            pass
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             alive = actors(actor_state_name="ALIVE")
