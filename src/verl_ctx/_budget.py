@@ -27,10 +27,12 @@ then ``count``, ~0.2 s at 64 MiB, and only above ~0.7 MB: below, even a payload 
 bound is over the budget is the payload walked item by item: a run of one-byte items is matched and counted in C a
 chunk at a time, string and binary bodies are skipped whole, a map or array that declares more items than the
 budget has left is refused at its header, and the walk stops as soon as the budget is spent. A flood repeats a
-unit (an array of fifteen 2-byte ints, a row): every few hundred items the walk looks for the next copy of the bytes
-it stands on, walks one copy, and charges each further copy (compared in C) what the first cost. A flood of one-byte
-items, or of repeated multi-byte ones, is refused in 0.2-0.3 s; one of multi-byte scalars in no repeating order
-(each a step of the Python loop) takes longer, its time bounded by the budget (about 20 M steps, 2-4 s at 64 MiB).
+unit (an array of fifteen 2-byte ints, a row): after every kilobyte walked the walk looks for the next copy of the
+bytes it stands on, walks one copy, and charges each further copy (compared in C) what the first cost. A flood of
+one-byte items, or of repeated multi-byte ones, is refused in 0.2-0.3 s; one of multi-byte items in no repeating
+order is a step of the Python loop per item, its time bounded by the budget (about 20 M steps at 64 MiB: 1.4-2.2 s
+for numbers, short strings, 1-byte-length strings and extensions, or short runs between them; 3.0 s for empty
+str16s, the slowest form; ``benchmarks/errors.py``). Refusing in under a second would take a compiled walk.
 """
 
 from __future__ import annotations
@@ -63,35 +65,45 @@ _ONE_BYTE = frozenset([*range(0x00, 0xA1), 0xC0, 0xC2, 0xC3, *range(0xE0, 0x100)
 _CLASS = bytes(2 if 0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF else 1 if b in _ONE_BYTE else 0 for b in range(256))
 _HEADER = bytes(1 if c == 2 else 0 for c in _CLASS)
 
-# For the walk, per first byte: the bytes of an item that starts with it when that is fixed (1 for a one-byte item,
-# 1 + its length for a fixstr, 1 + the value's bytes for a number or fixext), else 0 for a str/bin/ext whose length
-# follows, -1 for the header of an array16/32 or map16/32, -2 for 0xC1 (never used).
+# For the walk, per first byte (``_STEP``): the bytes of an item that starts with it when that is fixed (1 for a
+# one-byte item, 1 + its length for a fixstr, 1 + the value's bytes for a number or fixext), else how its size is
+# read (the loop tests these codes as literals: a global's lookup per item would cost more than the test).
 _FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
 _FIXED.update({0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17})
-_STEP = tuple(
-    1
-    if b in _ONE_BYTE
-    else 1 + (b & 0x1F)
-    if 0xA1 <= b <= 0xBF
-    else 1 + _FIXED[b]
-    if b in _FIXED
-    else -1
-    if 0xDC <= b <= 0xDF
-    else -2
-    if b == 0xC1
-    else 0
-    for b in range(256)
-)
-# str/bin/ext with a length field of this many bytes (ext adds one type byte).
-_LENGTH = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC7: 1, 0xC8: 2, 0xC9: 4}
+
+
+def _step(b: int) -> int:
+    if b in _ONE_BYTE:
+        return 1
+    if 0xA1 <= b <= 0xBF:  # fixstr
+        return 1 + (b & 0x1F)
+    if b in _FIXED:
+        return 1 + _FIXED[b]
+    if b in (0xC4, 0xC7, 0xD9):  # bin8, ext8, str8: a 1-byte length
+        return 0
+    if b in (0xC5, 0xC8, 0xDA):  # bin16, ext16, str16: a 2-byte length
+        return -3
+    if b in (0xC6, 0xC9, 0xDB):  # bin32, ext32, str32: a 4-byte length
+        return -4
+    if 0xDC <= b <= 0xDF:  # array16/32, map16/32: a declared count
+        return -1
+    return -2  # 0xC1, never used
+
+
+_STEP = tuple(map(_step, range(256)))
+# A sized item's bytes before its body: its first byte, its length, and for an ext its type byte.
+_HEAD = {0xC4: 2, 0xD9: 2, 0xC7: 3, 0xC5: 3, 0xDA: 3, 0xC8: 4, 0xC6: 5, 0xDB: 5, 0xC9: 6}
 # A run of one-byte items (positive fixints, fixmap and fixarray headers, the empty fixstr, nil, false, true,
 # negative fixints) is matched in C (one character class: the regex engine's fast path), a chunk at a time so the
 # walk still stops soon after the budget is spent.
 _ONE_BYTE_RUN = re.compile(rb"[\x00-\xa0\xc0\xc2\xc3\xe0-\xff]+")
+# A run is matched only after this many of its items were walked: matching costs ~0.4 us, as much as walking ~6
+# items, so a flood of short runs (two fixints, then a 2-byte int, over and over) is walked at the loop's speed.
+_RUN_MIN = 16
 _CHUNK = 1 << 20
-# Repeating units (``_repeats``): looked for every this many items, found by the next occurrence of this many
-# bytes within this many bytes.
-_PROBE_EVERY = 256
+# Repeating units (``_repeats``): looked for after every this many bytes walked, found by the next occurrence of
+# this many bytes within this many bytes.
+_PROBE_SPAN = 1024
 _PROBE = 16
 _MAX_UNIT = 4096
 
@@ -152,16 +164,19 @@ def decode_charge(data: bytes, *, stop_after: int, item_cost: int = ITEM_COST) -
     items than the budget has left ends the count at its header. Malformed input ends the count where it stops
     making sense (the decoder reports it afterwards).
 
-    Every ``_PROBE_EVERY`` items the walk looks for a repeating unit (``_repeats``): a flood is built by repeating a
-    few items (a row, an array of fifteen 2-byte ints), and each repetition of the same bytes parses to the same
-    items, so it is charged what the first one was without walking it again.
+    After every ``_PROBE_SPAN`` bytes the walk looks for a repeating unit (``_repeats``): a flood is built by
+    repeating a few items (a row, an array of fifteen 2-byte ints), and each repetition of the same bytes parses to
+    the same items, so it is charged what the first one was without walking it again.
     """
     walk = _Walk(data, stop_after, item_cost)
     i, n = 0, len(data)
     while i < n and not walk.done:
-        i = walk.items(i, n, _PROBE_EVERY)
-        if i < n and not walk.done:
-            i = _repeats(walk, i)
+        i = walk.items(i, n, _PROBE_SPAN)
+        while i < n and not walk.done:  # a unit found may repeat inside a longer one: look again where it ended
+            moved = _repeats(walk, i)
+            if moved == i:
+                break
+            i = moved
     return walk.charge
 
 
@@ -175,45 +190,67 @@ class _Walk:
         self.cost = tuple(item_cost + CONTAINER_COST if h else item_cost for h in _HEADER)
         self.charge, self.done = 0, False
 
-    def items(self, i: int, end: int, steps: int) -> int:
-        """Walk from ``i`` (an item's first byte) until ``end`` or ``steps`` items; return where the walk stands."""
+    def items(self, i: int, end: int, span: int) -> int:
+        """Walk from ``i`` (an item's first byte) to ``end``, or to the first item boundary ``span`` bytes or more
+        further on; return where the walk stands.
+
+        The loop is the whole cost of an aperiodic flood (one pass of it per item), so its common cases take the
+        fewest steps: the budget is checked once per call and after each run (an item costs at most
+        ``item + CONTAINER_COST``, so a call overshoots it by at most ``span`` such items).
+        """
         data, cost, item, stop_after = self.data, self.cost, self.item, self.stop_after
-        step, length, run, header = _STEP, _LENGTH, _ONE_BYTE_RUN, _HEADER
+        step, head, run, header = _STEP, _HEAD, _ONE_BYTE_RUN, _HEADER
         charge = self.charge
-        while i < end and steps > 0:
-            steps -= 1
-            b = data[i]
-            s = step[b]
-            if s > 0:  # an item of a fixed size: one table lookup (~0.1 us a step; the common case of real rows)
-                charge += cost[b]
-                i += s
-                if s == 1 and i < end and step[data[i]] == 1:  # a run of one-byte items: matched and counted in C
-                    stop = run.match(data, i, min(end, i + _CHUNK)).end()  # type: ignore[union-attr]  # data[i] matches
-                    charge += (stop - i) * item + data[i:stop].translate(header).count(1) * CONTAINER_COST
-                    i = stop
-            elif s == 0:  # str8/16/32, bin8/16/32, ext8/16/32: the body is skipped whole
-                width = length[b]
-                i += 1 + width + int.from_bytes(data[i + 1 : i + 1 + width], "big") + (b in (0xC7, 0xC8, 0xC9))
-                charge += item
-            elif s == -1:  # array16/32, map16/32: a declared count the budget cannot hold ends the walk at the header
-                width = 2 if b in (0xDC, 0xDE) else 4
-                declared = int.from_bytes(data[i + 1 : i + 1 + width], "big")
-                if b >= 0xDE:  # a map: two items an entry, and the entry itself
-                    charge += declared * MAP_ENTRY_COST
-                    declared *= 2
-                charge += item + CONTAINER_COST
-                if charge + declared * item > stop_after:  # its items are charged as they come: refused now
-                    charge += declared * item
+        limit = min(end, i + span)
+        try:
+            while i < limit:
+                b = data[i]
+                s = step[b]
+                if s > 1:  # a multi-byte item of a fixed size: a number, a fixstr, a fixext (never a container)
+                    charge += item
+                    i += s
+                elif s == 1:  # a one-byte item, and the one-byte items that follow it
+                    charge += cost[b]
+                    i += 1
+                    run_start = i
+                    while i < end and step[b := data[i]] == 1:
+                        if i - run_start == _RUN_MIN:  # a long run: the rest of it is matched and counted in C
+                            stop = run.match(data, i, min(end, i + _CHUNK)).end()  # type: ignore[union-attr]
+                            charge += (stop - i) * item + data[i:stop].translate(header).count(1) * CONTAINER_COST
+                            i = stop
+                            break
+                        charge += cost[b]
+                        i += 1
+                    if charge > stop_after:
+                        break
+                elif s == 0:  # str8, bin8, ext8: the body is skipped whole
+                    i += head[b] + data[i + 1]
+                    charge += item
+                elif s == -3:  # str16, bin16, ext16
+                    i += head[b] + (data[i + 1] << 8 | data[i + 2])
+                    charge += item
+                elif s == -4:  # str32, bin32, ext32
+                    i += head[b] + int.from_bytes(data[i + 1 : i + 5], "big")
+                    charge += item
+                elif s == -1:  # array16/32, map16/32: a declared count the budget cannot hold ends the walk
+                    width = 2 if b in (0xDC, 0xDE) else 4
+                    declared = int.from_bytes(data[i + 1 : i + 1 + width], "big")
+                    if b >= 0xDE:  # a map: two items an entry, and the entry itself
+                        charge += declared * MAP_ENTRY_COST
+                        declared *= 2
+                    charge += item + CONTAINER_COST
+                    if charge + declared * item > stop_after:  # its items are charged as they come: refused now
+                        charge += declared * item
+                        break
+                    i += 1 + width
+                else:  # 0xC1, never used: the decoder reports it
                     self.done = True
                     break
-                i += 1 + width
-            else:  # 0xC1, never used: the decoder reports it
-                self.done = True
-                break
-            if charge > stop_after:
-                self.done = True
-                break
+        except IndexError:  # a str/bin/ext cut inside its length: malformed, the decoder reports it
+            charge += item
+            i = end
         self.charge = charge
+        self.done = self.done or charge > stop_after
         return i
 
 
@@ -232,7 +269,7 @@ def _repeats(walk: _Walk, i: int) -> int:
     if start < 0:
         return i
     before = walk.charge
-    end = walk.items(i, start, start - i)  # each item is one byte at least: start - i steps reach it
+    end = walk.items(i, start, start - i)
     if walk.done or end != start:
         return end
     unit, per_unit = data[i:start], walk.charge - before
