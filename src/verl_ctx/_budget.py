@@ -159,8 +159,8 @@ def check_decode_cost(payload: bytes | memoryview, *, typed: bool = False) -> No
 def decode_charge(data: bytes, *, stop_after: int, item_cost: int = ITEM_COST) -> int:
     """What decoding ``data`` (a MessagePack stream) is charged, in bytes, counted up to past ``stop_after``.
 
-    A run of one-byte items (fixints, nil, booleans, empty strings, and the headers of maps and arrays of up to 15
-    items, whose items follow as items of their own) is matched and counted in C. A map or array that declares more
+    A long run of one-byte items (fixints, nil, booleans, empty strings, and the headers of maps and arrays of up to
+    15 items, whose items follow as items of their own) is matched and counted in C. A map or array that declares more
     items than the budget has left ends the count at its header. Malformed input ends the count where it stops
     making sense (the decoder reports it afterwards).
 
