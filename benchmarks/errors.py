@@ -93,9 +93,9 @@ def _valid_then_bad(good: bytes, bad: bytes, size: int) -> bytes:
 
 
 # Floods with no repeating unit (every item a step of the walk that counts them), as arrays of 15 items whose bytes
-# are drawn at random from each column's values.
+# are drawn at random from each column's values. tests/core/test_hostile.py times some of them against each other.
 _ANY, _FIXINT = bytes(range(256)), bytes(range(128))
-_APERIODIC = {
+APERIODIC = {
     "random uint8s": [b"\xcc", _ANY] * 15,
     "empty str8s and bin8s": [b"\xd9\xc4", b"\x00"] * 15,
     "empty str16s and bin16s": [b"\xda\xc5", b"\x00", b"\x00"] * 15,
@@ -104,7 +104,8 @@ _APERIODIC = {
 }
 
 
-def _aperiodic(columns: list[bytes], size: int) -> bytes:
+def aperiodic_flood(columns: list[bytes], size: int) -> bytes:
+    """An array32 of arrays of 15 items (``columns``: each byte's possible values), just under ``size`` bytes."""
     rng = random.Random(0)
     width = 1 + len(columns)
     arrays = (size - 4096) // width
@@ -112,16 +113,20 @@ def _aperiodic(columns: list[bytes], size: int) -> bytes:
     data[0::width] = b"\x9f" * arrays
     for k, values in enumerate(columns, start=1):
         data[k::width] = rng.randbytes(arrays).translate(bytes(values[b % len(values)] for b in range(256)))
-    return b"\x81" + msgspec.msgpack.encode("free") + b"\xdd" + arrays.to_bytes(4, "big") + bytes(data)
+    return b"\xdd" + arrays.to_bytes(4, "big") + bytes(data)
+
+
+def _in_any_field(columns: list[bytes], size: int) -> bytes:
+    return b"\x81" + msgspec.msgpack.encode("free") + aperiodic_flood(columns, size)
 
 
 def _floods(size: int) -> dict[str, Callable[[], bytes]]:
     """Payloads for ``Untyped``: floods of small items in its ``Any`` field, refused before decoding."""
     cases: dict[str, Callable[[], bytes]] = {
-        f"flood in an Any field, no repeating unit: {name}": functools.partial(_aperiodic, cols, size)
-        for name, cols in _APERIODIC.items()
+        f"flood in an Any field, no repeating unit: {name}": functools.partial(_in_any_field, cols, size)
+        for name, cols in APERIODIC.items()
     }
-    cases["flood in an Any field: nils in arrays of 15"] = functools.partial(_aperiodic, [b"\xc0"] * 15, size)
+    cases["flood in an Any field: nils in arrays of 15"] = functools.partial(_in_any_field, [b"\xc0"] * 15, size)
     return cases
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import sys
 import time
 import tracemalloc
@@ -10,6 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from benchmarks.errors import APERIODIC, aperiodic_flood
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import Field
@@ -295,35 +295,13 @@ def test_the_walk_charges_what_the_decoded_items_cost(values: list[Any]) -> None
     assert decode_charge(data, stop_after=2**62) == sum(map(_charge_of, values))
 
 
-# Aperiodic floods (no unit repeats, so every item is a step of the walk): arrays of 15 items, each byte of an array
-# drawn at random from its column's values.
-_ANY, _FIXINT = bytes(range(256)), bytes(range(128))
-_APERIODIC = {
-    "random uint8s": [b"\xcc", _ANY] * 15,
-    "empty str8s and bin8s": [b"\xd9\xc4", b"\x00"] * 15,
-    "two fixints, then a uint8": [_FIXINT, _FIXINT, b"\xcc", _ANY] * 5,
-}
-
-
-def _aperiodic(columns: list[bytes], size: int) -> bytes:
-    rng = random.Random(size)
-    width = 1 + len(columns)
-    arrays = size // width
-    data = bytearray(arrays * width)
-    data[0::width] = b"\x9f" * arrays
-    for k, values in enumerate(columns, start=1):
-        pick = bytes(values[b % len(values)] for b in range(256))
-        data[k::width] = rng.randbytes(arrays).translate(pick)
-    return b"\xdd" + arrays.to_bytes(4, "big") + bytes(data)
-
-
 @pytest.mark.parametrize("form", ["empty str8s and bin8s", "two fixints, then a uint8"])
 def test_an_aperiodic_flood_of_any_item_form_costs_the_walk_what_one_of_2_byte_ints_does(form: str) -> None:
     """Each item is a step of the walk whatever its form: a flood of empty strings or of short one-byte runs takes
     at most twice the time of one of random uint8s (about 1.5x here; measured in the same test, so a loaded machine
     slows both alike). Before, a length-prefixed item took 2.6x (an ``int.from_bytes`` of a slice each) and short
     runs 2.4x (a regex match for every two items); at 64 MiB the worst, empty str16s, took 5.4 s, now 3.0 s."""
-    floods = [_aperiodic(_APERIODIC[name], 16 * 2**20) for name in ("random uint8s", form)]
+    floods = [aperiodic_flood(APERIODIC[name], 16 * 2**20) for name in ("random uint8s", form)]
     took = [float("inf"), float("inf")]
     for _ in range(2):  # the better of two, for each
         for k, data in enumerate(floods):
