@@ -284,7 +284,9 @@ class _CoreCanon:
         for key, value in node.items():
             if key in _CORE_SKIPPED:
                 continue
-            if key == "cls":
+            if key == "default":  # the user's value, not schema: a default {"config": 0} is data, never a config
+                out[key] = _plain(value)
+            elif key == "cls":
                 out[key] = "<root>" if root else _class_name(value)
             elif key == "config":
                 out[key] = self.config(value, where, root)

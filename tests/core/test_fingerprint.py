@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 from pydantic import Field
@@ -281,3 +282,34 @@ def test_a_default_dict_with_a_ref_key_is_refused_with_what_to_do() -> None:
     with pytest.raises(SchemaDefinitionError, match=r'a dict with a "\$ref" key .* default_factory'):
         schema_info(Given)
     assert schema_info(Factory).fingerprint
+
+
+# Defaults shaped like pydantic-core schema nodes: keys the fingerprint's walk reads with a meaning of their own.
+_SCHEMA_SHAPED = [
+    {"config": 0},
+    {"type": "model", "cls": 1, "fields": {"a": 2}},
+    {"default_factory": 1, "post_init": "x", "custom_init": True},
+    {"computed_fields": [1], "function": {"function": 2}, "serialization": {"type": "function-wrap"}},
+    {"metadata": 1, "ref": "r", "model_name": "m"},
+    {"schema": {"type": "definitions", "schema": 1}},
+    {"type": "definition-ref", "schema_ref": "nowhere"},
+]
+
+
+@pytest.mark.parametrize("default", _SCHEMA_SHAPED, ids=[",".join(d) for d in _SCHEMA_SHAPED])
+def test_a_default_shaped_like_a_schema_node_is_data(default: dict[str, object]) -> None:
+    """A dict default is the user's data: one with a "config", "fields" or "type" key was walked as a pydantic-core
+    schema node, so encode raised a bare AttributeError or KeyError (``{"config": 0}``, found by test_compiled's
+    generated models). Each is fingerprinted as its value: another value, another fingerprint."""
+    from verl_ctx import decode, encode
+
+    def model(value: dict[str, Any]) -> type[RoleContext]:
+        class Ctx(RoleContext, role="critic", registry=ContextRegistry()):
+            table: dict[str, Any] = Field(default=value)
+
+        return Ctx
+
+    changed = {key: [value] for key, value in default.items()}
+    cls = model(default)
+    assert decode(encode(cls()), cls).table == default
+    assert schema_info(cls).fingerprint != schema_info(model(changed)).fingerprint
