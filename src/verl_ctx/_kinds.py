@@ -85,7 +85,7 @@ class _Kinds:
                     refs.add(node["schema_ref"])
                     stack.append(self.defs.get(node["schema_ref"]))
                 continue
-            stack.extend(v for k, v in node.items() if k != "serialization")
+            stack.extend(v for k, v in node.items() if k not in ("serialization", "default"))  # a default: data
             cls = node.get("cls")
             if node.get("type") in ("model", "dataclass") and isinstance(cls, type) and id(cls) not in seen:
                 seen.add(id(cls))

@@ -144,7 +144,7 @@ class _Walk:
                 ref = item.get("ref")
                 if isinstance(ref, str) and item.get("type") != "definition-ref":
                     self.defs.setdefault(ref, item)
-                stack.extend(v for v in item.values() if isinstance(v, (Mapping, list)))
+                stack.extend(v for k, v in item.items() if k != "default" and isinstance(v, (Mapping, list)))
             elif isinstance(item, list):
                 stack.extend(v for v in item if isinstance(v, (Mapping, list)))
 
@@ -221,7 +221,7 @@ class _Walk:
 
 def _children(node: Mapping[str, Any]) -> Iterator[Any]:
     for key, value in node.items():
-        if key in ("metadata", "serialization", "ref", "config"):
+        if key in ("metadata", "serialization", "ref", "config", "default"):  # a default is data, not schema
             continue
         if isinstance(value, Mapping) and "type" in value:
             yield value

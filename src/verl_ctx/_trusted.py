@@ -107,8 +107,9 @@ def _classes_in(node: Any, out: list[type], seen: set[int]) -> None:
         if node.get("type") in ("model", "dataclass") and isinstance(cls, type) and id(cls) not in seen:
             seen.add(id(cls))
             out.append(cls)
-        for value in node.values():
-            _classes_in(value, out, seen)
+        for key, value in node.items():
+            if key != "default":  # the user's value, not schema
+                _classes_in(value, out, seen)
     elif isinstance(node, list):
         for value in node:
             _classes_in(value, out, seen)

@@ -285,7 +285,7 @@ def test_a_default_dict_with_a_ref_key_is_refused_with_what_to_do() -> None:
 
 
 # Defaults shaped like pydantic-core schema nodes: keys the fingerprint's walk reads with a meaning of their own.
-_SCHEMA_SHAPED = [
+_SCHEMA_SHAPED: list[dict[str, Any]] = [
     {"config": 0},
     {"type": "model", "cls": 1, "fields": {"a": 2}},
     {"default_factory": 1, "post_init": "x", "custom_init": True},
@@ -293,14 +293,19 @@ _SCHEMA_SHAPED = [
     {"metadata": 1, "ref": "r", "model_name": "m"},
     {"schema": {"type": "definitions", "schema": 1}},
     {"type": "definition-ref", "schema_ref": "nowhere"},
+    {"type": "definition-ref"},
+    {"type": "typed-dict", "fields": 3},
+    {"type": "dataclass-args", "fields": [1]},
+    {"type": "model", "cls": "C", "schema": {"type": "model-fields", "fields": {"a": 1}}},
 ]
 
 
-@pytest.mark.parametrize("default", _SCHEMA_SHAPED, ids=[",".join(d) for d in _SCHEMA_SHAPED])
-def test_a_default_shaped_like_a_schema_node_is_data(default: dict[str, object]) -> None:
+@pytest.mark.parametrize("default", _SCHEMA_SHAPED, ids=[",".join(d) + f"#{i}" for i, d in enumerate(_SCHEMA_SHAPED)])
+def test_a_default_shaped_like_a_schema_node_is_data(default: dict[str, Any]) -> None:
     """A dict default is the user's data: one with a "config", "fields" or "type" key was walked as a pydantic-core
-    schema node, so encode raised a bare AttributeError or KeyError (``{"config": 0}``, found by test_compiled's
-    generated models). Each is fingerprinted as its value: another value, another fingerprint."""
+    schema node by the fingerprint, the kinds, the secret plan or the class-code walk, so encode raised a bare
+    AttributeError or KeyError (``{"config": 0}``, found by test_compiled's generated models). Each is carried and
+    fingerprinted as its value: another value, another fingerprint."""
     from verl_ctx import decode, encode
 
     def model(value: dict[str, Any]) -> type[RoleContext]:
@@ -311,5 +316,5 @@ def test_a_default_shaped_like_a_schema_node_is_data(default: dict[str, object])
 
     changed = {key: [value] for key, value in default.items()}
     cls = model(default)
-    assert decode(encode(cls()), cls).table == default
+    assert decode(encode(cls()), cls).model_dump() == {"table": default}
     assert schema_info(cls).fingerprint != schema_info(model(changed)).fingerprint
