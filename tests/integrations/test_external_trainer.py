@@ -64,8 +64,12 @@ class EngineStub(TrainingWorker):
     def __init__(self, config: Any) -> None:
         Worker.__init__(self)
         self.config = config
-        if not torch.distributed.is_initialized():  # verl's RayWorkerGroup set MASTER_ADDR/PORT, RANK, WORLD_SIZE
-            torch.distributed.init_process_group("gloo", rank=self.rank, world_size=self.world_size)
+        if not torch.distributed.is_initialized():
+            # verl's RayWorkerGroup set MASTER_ADDR/PORT, RANK, WORLD_SIZE. It picks the port by binding port 0 and
+            # letting it go, so on a busy machine another process's connection can take it before gloo binds it
+            # (EADDRINUSE, seen in a loaded run): a group of one rank needs no rendezvous, so none is made.
+            store = torch.distributed.HashStore() if self.world_size == 1 else None
+            torch.distributed.init_process_group("gloo", store=store, rank=self.rank, world_size=self.world_size)
         self._register_dispatch_collect_info(mesh_name="train", dp_rank=self.rank, is_collect=True)
         self.engine = TinyEngine()
 
