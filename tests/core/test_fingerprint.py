@@ -284,7 +284,7 @@ def test_a_default_dict_with_a_ref_key_is_refused_with_what_to_do() -> None:
     assert schema_info(Factory).fingerprint
 
 
-# Defaults shaped like pydantic-core schema nodes: keys the fingerprint's walk reads with a meaning of their own.
+# Defaults shaped like pydantic-core schema nodes: keys the walks over that schema read with a meaning of their own.
 _SCHEMA_SHAPED: list[dict[str, Any]] = [
     {"config": 0},
     {"type": "model", "cls": 1, "fields": {"a": 2}},
