@@ -41,8 +41,8 @@ demo: $(STAMP)
 	RAY_AUTH_MODE=disabled HF_HUB_OFFLINE=1 $(BIN)/python -m examples.custom_recipe.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests tests_resolution benchmarks examples
-	$(BIN)/ruff format --check src tests tests_resolution benchmarks examples
+	$(BIN)/ruff check conftest.py src tests tests_resolution benchmarks examples
+	$(BIN)/ruff format --check conftest.py src tests tests_resolution benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

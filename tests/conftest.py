@@ -15,8 +15,11 @@ from verl_ctx import ContextRegistry
 # cluster that file names, so without this a rehearsal or a module's cluster on one worker joined the multi-node
 # test's cluster running on the other (``ValueError: When connecting to an existing cluster, num_cpus ... must not
 # be provided``). Subprocesses inherit the variable.
+# The run's id is in the name too, so that two runs at once (a developer's two checkouts) never share one.
 if worker := os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ["RAY_TMPDIR"] = ray_tmp = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", f"verl-ctx-{worker}")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
+    ray_tmp = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", f"verl-ctx-{run}-{worker}")
+    os.environ["RAY_TMPDIR"] = ray_tmp
     os.makedirs(ray_tmp, exist_ok=True)
 
 # Every Ray cluster the suite starts (its own fixtures', verl's in a rehearsal's subprocess) inherits these:
@@ -29,6 +32,16 @@ if worker := os.environ.get("PYTEST_XDIST_WORKER"):
 #   that is a process per core importing Ray for nothing, each cluster.
 os.environ.setdefault("RAY_worker_niceness", "0")
 os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+# - The GCS declares a node dead when its raylet misses health checks: by default 5 misses in a row, each a 10 s
+#   timeout, 3 s apart. A raylet starved of CPU on a busy 2-core machine (load 5-9: the suite's two workers, their
+#   clusters, a neighbour's build) missed them, and the GCS killed a healthy node with the actors on it ("Owner's
+#   node has crashed", then the xdist worker went down with it). A test cluster is one machine: a raylet that really
+#   died is seen at once through its socket (``LocalRayletDiedError``), so the suite's clusters wait minutes before
+#   calling a silent node dead. Raylets and workers likewise wait 5 minutes, not 1, for a GCS that is slow to answer.
+os.environ.setdefault("RAY_health_check_period_ms", "3000")
+os.environ.setdefault("RAY_health_check_timeout_ms", "20000")
+os.environ.setdefault("RAY_health_check_failure_threshold", "10")
+os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "300")
 
 # "ci" keeps property tests quick on CI's two cores; "deep" is for a long local run.
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,46 @@ def _ray_leftovers_collected() -> Iterator[None]:
         pass
 
 
+# A Ray log line: "[2026-12-06 20:28:35,825 E 2789 2789] (raylet) node_manager.cc:123: ...", level I/W/E/F.
+_RAY_TROUBLE = re.compile(
+    r"^\[[\d-]+ [\d:,]+ [EF] |Health check failed|marked dead|Node is dead|Raylet is terminated|out of memory"
+)
+_RAY_LOGS = ("raylet.out", "raylet.err", "gcs_server.out", "gcs_server.err")
+
+
+def ray_trouble(since: float, lines: int = 15) -> str:
+    """The error lines Ray's own daemons logged since ``since`` (epoch seconds), in every session this process's Ray
+    temp directory holds: the shared cluster's and any a rehearsal's subprocess started. Empty when there are none.
+
+    A test that fails because Ray's node died (the machine was starved, a raylet was killed) otherwise shows only a
+    one-line ``ActorUnavailableError``; the cause is in these files.
+    """
+    root = Path(os.environ.get("RAY_TMPDIR") or "/tmp") / "ray"
+    found = []
+    for log in sorted(root.glob("session_2*/logs/*")):
+        if log.name not in _RAY_LOGS or log.stat().st_mtime < since:
+            continue
+        with contextlib.suppress(OSError):
+            bad = [line for line in log.read_text(errors="replace").splitlines() if _RAY_TROUBLE.search(line)]
+            if bad:
+                found.append(f"--- {log} (last {min(lines, len(bad))} of {len(bad)} error lines)")
+                found += bad[-lines:]
+    return "\n".join(found)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test that starts Ray shows what Ray's daemons logged as errors while it ran, as a report section."""
+    report = yield
+    if report.failed and item.get_closest_marker("ray") is not None:
+        trouble = ray_trouble(since=call.start - 1)
+        if trouble:
+            report.sections.append(("Ray's daemons logged errors during this test", trouble))
+    return report
+
+
 class SharedRay:
     """The local Ray cluster of this pytest process (an xdist worker), shared by every module that asks for one.
 
@@ -68,12 +109,28 @@ class SharedRay:
     def start(self) -> None:
         import ray
 
-        if self.up:
+        if self.up and self.alive():
             return
+        if self.up:  # its raylet or GCS died since the last module (a busy machine, a test that killed it): a new one
+            self.stop()
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         with ray_sockets_closed_quietly():
             ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env=ray_runtime_env())
         self.up = True
+
+    def alive(self) -> bool:
+        """Whether this process's cluster still stands: Ray connected, and none of its head node's processes dead.
+
+        A driver outlives its raylet (its next call raises ``LocalRayletDiedError``), so a dead cluster is only seen
+        by looking at its processes. ``_global_node`` is the node ``ray.init`` started in this process (private API;
+        a Ray without it is trusted as alive, as before).
+        """
+        import ray
+
+        if not ray.is_initialized():
+            return False
+        node = getattr(ray._private.worker, "_global_node", None)
+        return node is None or not node.dead_processes()
 
     def stop(self) -> None:
         import ray
@@ -90,6 +147,9 @@ class SharedRay:
         from verl_ctx.integrations.verl import _store
 
         if not self.up:
+            return
+        if not self.alive():  # died during the module: nothing to keep
+            self.stop()
             return
         try:
             from ray._private.state import actors  # the GCS's actor table: no dashboard needed (a debugging API)
