@@ -9,14 +9,25 @@ from collections.abc import Sequence
 
 from .errors import ConfigError
 
-__all__ = ["import_modules"]
+__all__ = ["from_working_directory", "import_modules"]
+
+
+def from_working_directory() -> None:
+    """Let modules be found from the working directory, as ``python -m`` (and every Ray worker of the job) finds them.
+
+    The ``verl-ctx`` console script starts with its own folder on ``sys.path``, not the working directory, so a
+    recipe's ``recipe.x.workers`` was found by ``python -m recipe.x.main`` and not by ``verl-ctx``. Every lookup of a
+    user's module (``-s``, ``-m``, ``--worker``, ``--import``) calls this first; Ray puts the driver's working
+    directory on its workers' path itself (``job_config.py_driver_sys_path``), so a module found here is found there.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
 
 
 def import_modules(modules: Sequence[str], *, what: str = "schema module") -> None:
     """Import each module (from the working directory too, as ``python -m`` would); failures are ``ConfigError``."""
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+    from_working_directory()
     for name in modules:
         try:
             importlib.import_module(name)

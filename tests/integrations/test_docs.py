@@ -76,14 +76,17 @@ def test_every_document_has_its_blocks_found() -> None:
 
 
 def _env(scratch: Path) -> dict[str, str]:
-    return {
+    """The environment a reader has: the venv's commands on PATH and nothing on PYTHONPATH; commands run from the
+    folder each document names (``scratch``), whose modules are found from there as the docs promise."""
+    env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": f"{scratch}{os.pathsep}{REPO}",
         "RAY_AUTH_MODE": "disabled",
         "HF_HUB_OFFLINE": "1",
         "NO_COLOR": "1",
     }
+    env.pop("PYTHONPATH", None)
+    return env
 
 
 @pytest.fixture(scope="module")

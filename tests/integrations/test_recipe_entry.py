@@ -124,14 +124,10 @@ def in_collection(collection: Path, monkeypatch: pytest.MonkeyPatch, empty_defau
 
 
 def _verl_ctx(collection: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """The installed `verl-ctx ARGS`, run from the checkout with the recipe importable (as its script runs)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{collection}{os.pathsep}{REPO}",
-        "RAY_AUTH_MODE": "disabled",
-        "HF_HUB_OFFLINE": "1",
-        "NO_COLOR": "1",
-    }
+    """The installed `verl-ctx ARGS`, run from the checkout as the docs say, with nothing on PYTHONPATH: the recipe's
+    modules (-s, -m, --worker) are found from the working directory, by verl-ctx and by every Ray worker."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    env.pop("PYTHONPATH", None)
     command = [str(Path(sys.executable).with_name("verl-ctx")), *args]
     return subprocess.run(
         command, cwd=collection, env=env, capture_output=True, text=True, timeout=timeout, check=False

@@ -528,6 +528,7 @@ def _findable(given: str, target: str) -> None:
     import difflib
     import importlib.util
 
+    from .._modules import from_working_directory
     from ..integrations.verl._binding import HOSTED_ROLES, slot_name
 
     slot = slot_name(given)
@@ -538,6 +539,7 @@ def _findable(given: str, target: str) -> None:
             + (f"; did you mean {close[0]!r}?" if close else "")
         )
     module_name, _, attr = target.partition(":")
+    from_working_directory()
     try:
         spec = importlib.util.find_spec(module_name) if module_name else None
     except (ImportError, ValueError) as e:  # a parent package that is missing, or an empty name part

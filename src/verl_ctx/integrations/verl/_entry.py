@@ -13,10 +13,10 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..._modules import from_working_directory
 from ...errors import ConfigError
 
 __all__ = ["VERL_ENTRY", "EntryPoint", "entry_point"]
@@ -73,9 +73,7 @@ def _module_file(name: str) -> str:
     """The source file ``python -m name`` runs, found without importing its packages (verl's pulls torch)."""
     if not name or not all(part.isidentifier() for part in name.split(".")):
         raise ConfigError(f"-m {name!r}: expected a dotted module name, as `python -m` takes (recipe.dapo.main_dapo)")
-    cwd = os.getcwd()
-    if cwd not in sys.path:  # `python -m` runs from the working directory
-        sys.path.insert(0, cwd)
+    from_working_directory()
     top, *rest = name.split(".")
     try:
         spec = importlib.util.find_spec(top)  # a top-level lookup executes nothing
@@ -101,8 +99,8 @@ def _module_file(name: str) -> str:
                 "`pip install 'verl-ctx[verl]'`"
             )
         raise ConfigError(
-            f"-m {name}: no such module (a Python source file) importable from the working directory ({cwd}) or "
-            "the installed packages; run from the folder you would run `python -m` from"
+            f"-m {name}: no such module (a Python source file) importable from the working directory "
+            f"({os.getcwd()}) or the installed packages; run from the folder you would run `python -m` from"
         )
     return str(found)
 
