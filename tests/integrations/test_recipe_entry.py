@@ -95,6 +95,53 @@ def main(config):
 """
 
 
+# A main written for an older verl: its module-level import fails on 0.9 (verl removed fsdp_workers).
+_BROKEN_IMPORT = """
+import hydra
+from verl.workers.fsdp_workers import ActorRolloutRefWorker
+
+
+@hydra.main(config_path="shaped/config", config_name="shaped_ppo_trainer", version_base=None)
+def main(config):
+    pass
+"""
+
+
+# A plain ray.remote runner of no verl family, as most of the collection writes them, without bind_workers.
+_PLAIN_WITHOUT_THE_LINE = """
+import hydra
+import ray
+from verl.trainer.main_ppo import run_ppo
+
+
+@ray.remote(num_cpus=1)
+class TaskRunner:
+    def run(self, config):
+        pass
+
+
+@hydra.main(config_path="shaped/config", config_name="shaped_ppo_trainer", version_base=None)
+def main(config):
+    run_ppo(config, task_runner_class=TaskRunner)
+"""
+
+# The whole job as a ray.remote function, without bind_workers.
+_FUNCTION_WITHOUT_THE_LINE = """
+import hydra
+import ray
+
+
+@ray.remote(num_cpus=1)
+def main_task(config):
+    pass
+
+
+@hydra.main(config_path="shaped/config", config_name="shaped_ppo_trainer", version_base=None)
+def main(config):
+    ray.get(main_task.remote(config))
+"""
+
+
 def _write_unit_recipes(folder: Path) -> None:
     """Entry modules in shapes the collection uses, whose mains return what they would start instead of training."""
     folder.mkdir()
@@ -102,6 +149,9 @@ def _write_unit_recipes(folder: Path) -> None:
     (folder / "shaped").symlink_to(REPO / "examples" / "recipe" / "shaped_ppo")
     (folder / "main_plain_runner.py").write_text(_PLAIN_RUNNER)
     (folder / "main_runner_in_a_method.py").write_text(_RUNNER_IN_A_METHOD)
+    (folder / "main_broken_import.py").write_text(_BROKEN_IMPORT)
+    (folder / "main_plain_without_the_line.py").write_text(_PLAIN_WITHOUT_THE_LINE)
+    (folder / "main_function_without_the_line.py").write_text(_FUNCTION_WITHOUT_THE_LINE)
 
 
 @pytest.fixture
@@ -225,6 +275,24 @@ def test_validate_m_with_the_recipes_arguments_exits_0_and_judges_roles(in_colle
     assert report["roles"]["ref"]["reason"], report["roles"]["ref"]  # inactive, with verl's reason
 
 
+def test_run_check_on_a_module_that_cannot_import_exits_2_naming_its_import_error(collection: Path) -> None:
+    """`run --check -m` imports the entry module in a fresh process: an import verl 0.9 refuses is a usage error that
+    names the module, the error and the line, before anything starts; `validate -m` says it imported nothing."""
+    broken = "unit_recipes.main_broken_import"
+    out = _verl_ctx(collection, "run", "--check", "-s", SCHEMAS, "-m", broken)
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    assert (
+        f"module '{broken}' does not import here: ModuleNotFoundError: No module named 'verl.workers.fsdp_workers' "
+        f"(at {collection}/unit_recipes/main_broken_import.py:3)"
+    ) in out.stderr
+    assert "pre-launch checks passed" not in out.stdout
+    validated = _verl_ctx(collection, "validate", "-s", SCHEMAS, "-m", broken)
+    assert validated.returncode == 0, validated.stderr[-2000:]
+    assert f"-m {broken}: its config was composed; the module was read, not imported" in validated.stdout
+    as_json = _verl_ctx(collection, "validate", "--format", "json", "-s", SCHEMAS, "-m", broken)
+    assert json.loads(as_json.stdout)["entry"] == {"module": broken, "imported": False}
+
+
 def test_config_and_m_are_refused_together(in_collection: Path) -> None:
     """--config layers over verl's own config; with a recipe's entry point it is a usage error, not ignored."""
     with pytest.raises(ConfigError, match=r"with -m recipe\.shaped_ppo\.main_shaped_ppo the recipe's own config"):
@@ -240,7 +308,7 @@ def test_a_plain_runner_the_entry_point_makes_remote_itself_is_bound(in_collecti
 
     point = entry_point("unit_recipes.main_plain_runner")
     config = compose_config([], entry=point.module)
-    started = run_recipe_main(point, config, lambda base: make_task_runner({}, use_v1=True, base=base))
+    started = run_recipe_main(point, config, lambda base: make_task_runner({}, use_v1=True, base=base), lambda: None)
     assert issubclass(started.__ray_actor_class__, ContextTaskRunnerMixin)
     assert started._default_options == {"num_cpus": 1}
 
@@ -254,7 +322,44 @@ def test_a_runner_started_from_a_class_method_is_refused(in_collection: Path) ->
     point = entry_point("unit_recipes.main_runner_in_a_method")
     config = compose_config([], entry=point.module)
     with pytest.raises(ConfigError, match=r"Launcher\.start refers to the TaskRunner"):
-        run_recipe_main(point, config, lambda base: make_task_runner({}, use_v1=True, base=base))
+        run_recipe_main(point, config, lambda base: make_task_runner({}, use_v1=True, base=base), lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("module", "shape"),
+    [
+        ("unit_recipes.main_plain_without_the_line", "TaskRunner is a TaskRunner of no verl family"),
+        ("unit_recipes.main_function_without_the_line", "main_task is a ray.remote function"),
+    ],
+)
+def test_a_runner_verl_ctx_cannot_bind_from_outside_is_refused_with_the_line_to_add(
+    in_collection: Path, module: str, shape: str
+) -> None:
+    """A plain ray.remote runner or function that does not call bind_workers: refused before the main runs, and the
+    refusal is the change to make (the rehearsals below run the same shapes with that line)."""
+    from verl_ctx.integrations.verl import make_task_runner
+    from verl_ctx.integrations.verl._entry import entry_point
+    from verl_ctx.integrations.verl._recipe_main import run_recipe_main
+
+    point = entry_point(module)
+    config = compose_config([], entry=point.module)
+    planned: list[int] = []
+    with pytest.raises(ConfigError) as refused:
+        run_recipe_main(
+            point, config, lambda base: make_task_runner({}, use_v1=True, base=base), lambda: planned.append(1)
+        )
+    assert f"-m {module}: {shape}" in str(refused.value)
+    assert "bind_workers(role_worker_mapping, config, resource_pool_manager)" in str(refused.value)
+    assert not planned
+
+
+def test_bind_workers_in_a_run_verl_ctx_did_not_launch_stops_it(verl_config: Any) -> None:
+    """A runner's bind_workers line, run by `python -m` directly: no contexts to bind, so it stops the run rather than
+    start workers that would look for them."""
+    from verl_ctx.integrations.verl import bind_workers
+
+    with pytest.raises(LaunchError, match=r"bind_workers: this config carries no contexts .* `verl-ctx run -s"):
+        bind_workers({}, verl_config)
 
 
 def test_a_bound_v1_trainer_sees_the_users_trainer_mode(in_collection: Path) -> None:
@@ -474,6 +579,26 @@ def test_rehearsal_of_the_legacy_recipe_main_delivers_every_role_to_its_workers(
     assert records["actor_rollout (outer worker)"]["worker"] == f"{WORKERS}.ShapedHybridWorker"
     assert "ref" not in records  # no reference policy runs
     assert "verl's own" not in out.stdout
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("main", ["main_plain_runner", "main_task_function", "main_own_remote"])
+def test_a_runner_of_any_shape_binds_itself_with_one_line_and_every_role_is_decoded(
+    collection: Path, tiny: list[str], main: str
+) -> None:
+    """A plain ray.remote runner, a ray.remote function and a plain class its main makes remote, each with the one
+    bind_workers line: the rehearsal builds the recipe's workers and each decodes its role's context."""
+    out = _run(
+        collection, "--rehearse", "--format", "json", "-s", SCHEMAS, "-m", f"recipe.shaped_ppo.{main}", *SCRIPT_ARGS,
+        *tiny,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    records = _records(out)
+    assert records["actor"]["worker"] == f"{WORKERS}.ShapedActorWorker"
+    assert records["actor"]["decoded"] == {"ctx": "ActorContext(entropy_bonus=0.01)"}
+    assert records["critic"]["worker"] == f"{WORKERS}.ShapedCriticWorker"
+    assert records["critic"]["decoded"] == {"ctx": "CriticContext(value_clip=0.3)"}
+    assert records["actor_rollout (outer worker)"]["worker"] == f"{WORKERS}.ShapedHybridWorker"
 
 
 @pytest.mark.ray

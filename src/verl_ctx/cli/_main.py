@@ -391,14 +391,23 @@ def validate(inputs: ConfigInputs, fmt: str) -> None:
         _print_invalid(e)
         sys.exit(EXIT_INVALID)
     summary = render.roles_summary(checked.contexts)
+    # validate stays fast and imports none of the recipe's code: -m is read for its @hydra.main, never run. Said, so
+    # that a valid answer is not taken for "the recipe imports" (run --check imports it, in a process of its own).
+    entry = {"module": inputs.entry, "imported": False} if inputs.entry else None
     if fmt == "json":
         roles = _roles(checked.config, checked.contexts)
-        render.emit_json({"valid": True, "errors": [], "warnings": checked.warnings, "roles": roles})
+        body = {"valid": True, "errors": [], "warnings": checked.warnings, "roles": roles}
+        render.emit_json({**body, "entry": entry} if entry else body)
         return
     for note in checked.warnings:
         click.echo(render.warn(note), err=True)
     parts = [f"{role} ({s['schema_id']} v{s['version']}, {s['payload_bytes']:,} B)" for role, s in summary.items()]
     click.echo(render.ok(f"contexts valid for {len(parts)} role(s): " + (", ".join(parts) or "none registered")))
+    if entry:
+        click.echo(
+            f"  -m {inputs.entry}: its config was composed; the module was read, not imported. "
+            "`verl-ctx run --check` (same arguments) imports it and the worker modules, and runs verl's own checks"
+        )
 
 
 @cli.command(
@@ -670,10 +679,15 @@ def run(
     for note in checked.warnings:
         click.echo(render.warn(note), err=True)
 
+    from .._modules import check_importable
     from ..integrations.verl import _launch
     from ..integrations.verl._binding import resolve_worker_classes
+    from ..integrations.verl._entry import VERL_ENTRY
     from ..integrations.verl._store import DEFAULT_OFFLOAD_BYTES
 
+    # The recipe's own modules import in a fresh process (as its TaskRunner and workers will), or nothing starts.
+    recipe_modules = [inputs.entry] if inputs.entry and inputs.entry != VERL_ENTRY else []
+    check_importable([*recipe_modules, *(target.partition(":")[0] for target in workers.values()), *imports])
     resolve_worker_classes(workers)  # fail here, before Ray starts, on a class that cannot be imported or serve
     if accept_context_change:
         from ..integrations.verl._checkpoint import accept_context_change as accept

@@ -17,7 +17,8 @@ Launch: ``compose_config`` (verl's config as ``python -m verl.trainer.main_ppo``
 ``verl_ctx.validate``, then ``launch`` (= ``check_launch`` + ``init_ray`` + ``preflight`` + ``prepare`` + verl's
 ``run_ppo``), or
 ``rehearse`` to stop every worker at the engine boundary on CPU. A recipe with its own TaskRunner uses
-``make_task_runner`` / the mixins, ``bind_role_worker_mapping`` and ``bind_config``. Routing to inference
+``make_task_runner`` / the mixins, ``bind_role_worker_mapping`` and ``bind_config``; a runner of any other shape (a
+plain ``ray.remote`` class or function) calls ``bind_workers`` in its own code. Routing to inference
 servers started outside the job is in ``verl_ctx.integrations.verl.external``.
 """
 
@@ -29,6 +30,7 @@ require("verl", "ray", "omegaconf", "hydra", extra="verl")
 
 from ..._lint import lint_extra_context  # noqa: E402
 from ..._modules import import_modules  # noqa: E402
+from ._bind_workers import bind_workers  # noqa: E402
 from ._binding import bind_role_worker_mapping, bind_worker_cls  # noqa: E402
 from ._compose import compose_config  # noqa: E402
 from ._config_channel import bind_config  # noqa: E402
@@ -52,6 +54,7 @@ __all__ = [
     "bind_config",
     "bind_role_worker_mapping",
     "bind_worker_cls",
+    "bind_workers",
     "bound_trainer_cls",
     "check_launch",
     "compose_config",

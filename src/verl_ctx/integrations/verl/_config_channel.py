@@ -7,7 +7,12 @@ secret only as the text of a store reference (``_store``):
 
 * the rollout context in ``actor_rollout_ref.rollout.custom.verl_ctx.rollout`` (``RolloutConfig.custom``,
   verl's documented extension point for custom rollout settings);
-* every other config-channel role (reward, custom roles) in a top-level ``verl_ctx.<role>`` key.
+* every other config-channel role (reward, custom roles) in a top-level ``verl_ctx.<role>`` key;
+* the reward context, again, in ``reward.custom_reward_function.reward_kwargs.verl_ctx`` when the config names a
+  custom reward function that takes ``**kwargs`` (or a ``verl_ctx`` parameter): verl passes its ``reward_kwargs`` to
+  every call (``verl.trainer.ppo.reward.get_custom_reward_fn``), in the reward-loop worker processes, so the function
+  reads it with ``decode(kwargs, RewardContext)``. A function that takes neither is left as it is (verl would call
+  it with an argument it does not take); a reward manager reads the top-level key from its config.
 
 The raw ``extra_context`` section the user wrote is replaced by its validated values with secrets as stars,
 so what verl prints and tracks shows each role's context and no secret.
@@ -25,6 +30,7 @@ from ._binding import WORKER_CLASS_ROLES
 __all__ = ["bind_config"]
 
 _ROLLOUT = "actor_rollout_ref.rollout"
+_REWARD_FUNCTION = "reward.custom_reward_function"
 
 
 def bind_config(
@@ -56,6 +62,39 @@ def bind_config(
                 config[RESERVED_KEY] = {}
             config[RESERVED_KEY][role] = text
             written.append(f"{RESERVED_KEY}.{role}")
+            if role == "reward" and _reward_function_takes_it(config):
+                function = config.reward.custom_reward_function
+                if function.get("reward_kwargs") is None:
+                    function.reward_kwargs = {}
+                function.reward_kwargs[RESERVED_KEY] = {role: text}
+                written.append(f"{_REWARD_FUNCTION}.reward_kwargs.{RESERVED_KEY}.{role}")
         if redacted is not None:
             config[SECTION] = OmegaConf.create(dict(redacted))
     return written
+
+
+def _reward_function_takes_it(config: Any) -> bool:
+    """Whether the config's custom reward function can be handed a ``verl_ctx`` keyword argument.
+
+    Read from its source, not imported (it may import a judge's client library the driver lacks): a module-level
+    function or coroutine of that name, in the file verl loads, with ``**kwargs`` or a ``verl_ctx`` parameter. A file
+    that is missing or does not parse is verl's to report, when it loads it.
+    """
+    import ast
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = OmegaConf.select(config, f"{_REWARD_FUNCTION}.path", default=None)
+    name = OmegaConf.select(config, f"{_REWARD_FUNCTION}.name", default=None) or "compute_score"
+    if not path:
+        return False
+    try:
+        tree = ast.parse(Path(str(path)).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            args = node.args
+            return args.kwarg is not None or any(a.arg == RESERVED_KEY for a in (*args.args, *args.kwonlyargs))
+    return False

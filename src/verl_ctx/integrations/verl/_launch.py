@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..._contextset import ContextSet
 from ...errors import ContextError, ContextValidationError, LaunchError
+from ._bind_workers import plan_in_config
 from ._binding import WORKER_CLASS_ROLES
 from ._checkpoint import check_resume_before_start
 from ._config_channel import bind_config
@@ -85,6 +86,9 @@ class Prepared:
     sizes: dict[str, int] = field(default_factory=dict)
     #: ``runner_for(base)``: the same binding for another TaskRunner (a recipe's own), ``ray.remote`` made.
     runner_for: Any = field(default=None, repr=False)
+    #: ``plan_in_config()``: the same contexts and plan written into the config, for a runner that binds itself
+    #: (``bind_workers``).
+    plan_in_config: Any = field(default=None, repr=False)
 
 
 def check_launch(config: Any) -> None:
@@ -182,8 +186,9 @@ def prepare(
     envelopes = offload(contexts.envelopes(), threshold=threshold, always=contexts.secret_roles())
     written = bind_config(config, envelopes, redacted=contexts.redacted())
     channels = {role: "worker class" for role in envelopes if role in WORKER_CLASS_ROLES}
-    for key in written:
-        channels[key.rsplit(".", 1)[1]] = f"config: {key}"
+    for key in written:  # each key ends with the role; the reward context may ride in two
+        role = key.rsplit(".", 1)[1]
+        channels[role] = f"{channels[role]}, {key}" if role in channels else f"config: {key}"
     for role, env in envelopes.items():
         if "payload" not in env:
             channels[role] += " (by reference: Ray object store)"
@@ -198,7 +203,12 @@ def prepare(
             rehearsal=rehearsal,
         )
 
-    return Prepared(runner_for(options.get("task_runner_base")), channels, contexts.payload_sizes(), runner_for)
+    def in_config() -> None:
+        plan_in_config(config, envelopes, workers=options.get("workers"), rehearsal=rehearsal)
+
+    return Prepared(
+        runner_for(options.get("task_runner_base")), channels, contexts.payload_sizes(), runner_for, in_config
+    )
 
 
 def _recipe_entry(options: LaunchOptions) -> EntryPoint | None:
@@ -216,7 +226,7 @@ def _start(config: Any, prepared: Prepared, recipe: EntryPoint | None) -> None:
         return
     from ._recipe_main import run_recipe_main
 
-    run_recipe_main(recipe, config, prepared.runner_for)
+    run_recipe_main(recipe, config, prepared.runner_for, prepared.plan_in_config)
 
 
 def _needs_store(contexts: ContextSet, threshold: int) -> bool:

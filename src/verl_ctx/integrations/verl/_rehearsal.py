@@ -25,7 +25,7 @@ import functools
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,15 @@ from ..._registry import default_registry
 from ..._schema import RoleContext
 from ..._sources import ENVELOPES_ATTR
 
-__all__ = ["EngineBoundary", "RehearsalComplete", "rehearse_mapping", "rehearsal_pool_manager", "record_config_roles"]
+__all__ = [
+    "CpuResourcePoolManager",
+    "EngineBoundary",
+    "RehearsalComplete",
+    "cpu_pools",
+    "record_config_roles",
+    "rehearsal_pool_manager",
+    "rehearse_mapping",
+]
 
 
 class RehearsalComplete(Exception):
@@ -178,7 +186,7 @@ def _outer_built(worker: Any, verl_role: str, directory: str, *, ends: bool) -> 
         raise RehearsalComplete(f"every worker was built; the last was {verl_role} in process {os.getpid()}")
 
 
-def rehearse_mapping(role_worker_mapping: dict[Any, Any], directory: str) -> None:
+def rehearse_mapping(role_worker_mapping: MutableMapping[Any, Any], directory: str) -> None:
     """Put engine boundaries into every worker class of a bound ``role_worker_mapping`` (in place)."""
     import ray
 
@@ -200,17 +208,37 @@ def rehearse_mapping(role_worker_mapping: dict[Any, Any], directory: str) -> Non
             role_worker_mapping[verl_role] = ray.remote(_probe(cls, name, directory, last=False))
 
 
+class CpuResourcePoolManager(ResourcePoolManager):
+    """A ``ResourcePoolManager`` whose pools take one CPU process each, no GPU (verl's hard-codes ``use_gpu=True``)."""
+
+    def create_resource_pool(self) -> None:
+        for name in self.resource_pool_spec:
+            self.resource_pool_dict[name] = RayResourcePool(
+                process_on_nodes=[1], use_gpu=False, max_colocate_count=1, name_prefix=name
+            )
+
+
 def rehearsal_pool_manager(manager: Any) -> Any:
     """A ``ResourcePoolManager`` like ``manager`` whose pools take one CPU process each, no GPU."""
-
-    class CpuResourcePoolManager(ResourcePoolManager):
-        def create_resource_pool(self) -> None:
-            for name in self.resource_pool_spec:
-                self.resource_pool_dict[name] = RayResourcePool(
-                    process_on_nodes=[1], use_gpu=False, max_colocate_count=1, name_prefix=name
-                )
-
     return CpuResourcePoolManager(resource_pool_spec=dict(manager.resource_pool_spec), mapping=dict(manager.mapping))
+
+
+def cpu_pools(manager: Any) -> None:
+    """``manager`` itself made a ``CpuResourcePoolManager`` (a runner's own object, already handed to its trainer).
+
+    Only its class changes (same dataclass fields, one method overridden): safe, and only in a rehearsal.
+    """
+    if not isinstance(manager, ResourcePoolManager):
+        from ...errors import LaunchError
+
+        raise LaunchError(
+            f"bind_workers: resource_pool_manager is a {type(manager).__qualname__}, expected verl's "
+            "ResourcePoolManager (the one the runner hands its trainer)",
+            cause=f"not a ResourcePoolManager: {type(manager).__qualname__}",
+            key=None,
+        )
+    if not isinstance(manager, CpuResourcePoolManager):
+        manager.__class__ = CpuResourcePoolManager
 
 
 def record_config_roles(config: Any, directory: str, where: str) -> None:
