@@ -142,6 +142,23 @@ def main(config):
 """
 
 
+# An evaluation entry point: a ray.remote function that starts no actor, critic or trainer.
+_EVALUATION = """
+import hydra
+import ray
+
+
+@ray.remote
+def evaluate(config):
+    return config.data.val_files
+
+
+@hydra.main(config_path="shaped/config", config_name="shaped_ppo_trainer", version_base=None)
+def main(config):
+    print(ray.get(evaluate.remote(config)))
+"""
+
+
 def _write_unit_recipes(folder: Path) -> None:
     """Entry modules in shapes the collection uses, whose mains return what they would start instead of training."""
     folder.mkdir()
@@ -152,6 +169,7 @@ def _write_unit_recipes(folder: Path) -> None:
     (folder / "main_broken_import.py").write_text(_BROKEN_IMPORT)
     (folder / "main_plain_without_the_line.py").write_text(_PLAIN_WITHOUT_THE_LINE)
     (folder / "main_function_without_the_line.py").write_text(_FUNCTION_WITHOUT_THE_LINE)
+    (folder / "main_evaluation.py").write_text(_EVALUATION)
 
 
 @pytest.fixture
@@ -291,6 +309,21 @@ def test_run_check_on_a_module_that_cannot_import_exits_2_naming_its_import_erro
     assert f"-m {broken}: its config was composed; the module was read, not imported" in validated.stdout
     as_json = _verl_ctx(collection, "validate", "--format", "json", "-s", SCHEMAS, "-m", broken)
     assert json.loads(as_json.stdout)["entry"] == {"module": broken, "imported": False}
+
+
+def test_validate_m_of_an_entry_point_that_starts_no_known_runner_calls_its_roles_unknown(collection: Path) -> None:
+    """An evaluation main (a ray.remote function, no verl runner): no role is called active or inactive by main_ppo's
+    rules; every role's verdict says why it is unknown, in text and JSON."""
+    module = "unit_recipes.main_evaluation"
+    out = _verl_ctx(collection, "validate", "-s", SCHEMAS, "-m", module)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"roles: unknown for this entry point: -m {module} uses none of BaseTaskRunner" in out.stdout
+    assert "starts no" not in out.stderr  # no InactiveRoleWarning from main_ppo's rules
+    roles = json.loads(_verl_ctx(collection, "validate", "--format", "json", "-s", SCHEMAS, "-m", module).stdout)
+    assert {r["active"] for r in roles["roles"].values()} == {None}
+    assert all(r["reason"].startswith("unknown for this entry point") for r in roles["roles"].values())
+    recipe = json.loads(_verl_ctx(collection, "validate", "--format", "json", "-s", SCHEMAS, "-m", LEGACY).stdout)
+    assert {r["active"] for r in recipe["roles"].values()} <= {True, False}  # a recipe's runner: judged
 
 
 def test_config_and_m_are_refused_together(in_collection: Path) -> None:

@@ -128,7 +128,7 @@ def _exits(fn: _F) -> _F:
             if as_json:
                 if isinstance(e, ContextValidationError):
                     config = getattr(e, "config", None)
-                    roles = _roles(config, None) if config is not None else {}
+                    roles = _roles(config, None, getattr(e, "roles_unknown", None)) if config is not None else {}
                     _emit_failure([render.error_dict(x) for x in e.errors], notes, roles)
                 else:
                     _emit_failure([_message_error(str(e))], notes)
@@ -301,15 +301,20 @@ class _Checked:
     config: Any
     contexts: ContextSet
     warnings: list[str]
+    #: Why no role is judged active or inactive (an entry point whose runner verl-ctx cannot read), else None.
+    roles_unknown: str | None = None
 
 
 class _Invalid(ContextValidationError):
     """``ContextValidationError`` with the warnings validation raised before it (they are shown together)."""
 
-    def __init__(self, error: ContextValidationError, notes: list[str], config: Any) -> None:
+    def __init__(
+        self, error: ContextValidationError, notes: list[str], config: Any, roles_unknown: str | None = None
+    ) -> None:
         super().__init__([render.with_quoting_hint(e) for e in error.errors], omitted=error.omitted)
         self.warnings = notes
         self.config = config
+        self.roles_unknown = roles_unknown
 
 
 def _composed(inputs: ConfigInputs) -> Any:
@@ -344,25 +349,45 @@ def _validated(inputs: ConfigInputs) -> _Checked:
 
     config = _composed(inputs)
     unused = _unused_settings(config, inputs)
+    unknown = _roles_unknown(inputs)
+    overrides = [a for a in inputs.verl_args if not a.startswith("-")]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            contexts = validate(config, overrides=[a for a in inputs.verl_args if not a.startswith("-")])
+            contexts = validate(config, overrides=overrides, check_roles=unknown is None)
         except ContextValidationError as e:
             error = ContextValidationError([*e.errors, *unused], omitted=e.omitted)
-            raise _Invalid(error, render.warning_texts(caught), config) from None
+            raise _Invalid(error, render.warning_texts(caught), config, unknown) from None
     if unused:
-        raise _Invalid(ContextValidationError(unused), render.warning_texts(caught), config)
-    return _Checked(config, contexts, render.warning_texts(caught))
+        raise _Invalid(ContextValidationError(unused), render.warning_texts(caught), config, unknown)
+    return _Checked(config, contexts, render.warning_texts(caught), unknown)
 
 
-def _roles(config: Any, contexts: ContextSet | None) -> dict[str, Any]:
-    """Every registered role: whether this run starts it (and verl's reason when not), and its schema when valid."""
+def _roles_unknown(inputs: ConfigInputs) -> str | None:
+    """Why the roles this run starts are not judged: ``-m`` names an entry point that starts no runner of verl's
+    (an evaluation main, a runner of its own); verl main_ppo's rules would be a guess there. None otherwise."""
+    if not inputs.entry:
+        return None
+    from ..integrations.verl._entry import KNOWN_RUNNER_NAMES, entry_point
+
+    if entry_point(inputs.entry).roles_known:
+        return None
+    return (
+        f"unknown for this entry point: -m {inputs.entry} uses none of {', '.join(sorted(KNOWN_RUNNER_NAMES))}, so "
+        "which roles it starts is not judged (every context is validated; none is called inactive)"
+    )
+
+
+def _roles(config: Any, contexts: ContextSet | None, unknown: str | None = None) -> dict[str, Any]:
+    """Every registered role: whether this run starts it (and verl's reason when not; ``active: null`` and the reason
+    when that is unknown for the entry point), and its schema when valid."""
     from .._registry import default_registry
     from .._roles import inactive_roles
 
-    inactive = inactive_roles(config, default_registry.roles())
     summary = render.roles_summary(contexts) if contexts is not None else {}
+    if unknown is not None:
+        return {role: {"active": None, "reason": unknown, **summary.get(role, {})} for role in default_registry.roles()}
+    inactive = inactive_roles(config, default_registry.roles())
     return {
         role: {"active": role not in inactive, "reason": inactive.get(role), **summary.get(role, {})}
         for role in default_registry.roles()
@@ -395,7 +420,7 @@ def validate(inputs: ConfigInputs, fmt: str) -> None:
     # that a valid answer is not taken for "the recipe imports" (run --check imports it, in a process of its own).
     entry = {"module": inputs.entry, "imported": False} if inputs.entry else None
     if fmt == "json":
-        roles = _roles(checked.config, checked.contexts)
+        roles = _roles(checked.config, checked.contexts, checked.roles_unknown)
         body = {"valid": True, "errors": [], "warnings": checked.warnings, "roles": roles}
         render.emit_json({**body, "entry": entry} if entry else body)
         return
@@ -403,6 +428,8 @@ def validate(inputs: ConfigInputs, fmt: str) -> None:
         click.echo(render.warn(note), err=True)
     parts = [f"{role} ({s['schema_id']} v{s['version']}, {s['payload_bytes']:,} B)" for role, s in summary.items()]
     click.echo(render.ok(f"contexts valid for {len(parts)} role(s): " + (", ".join(parts) or "none registered")))
+    if checked.roles_unknown:
+        click.echo(f"  roles: {checked.roles_unknown}")
     if entry:
         click.echo(
             f"  -m {inputs.entry}: its config was composed; the module was read, not imported. "

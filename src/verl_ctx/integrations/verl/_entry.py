@@ -38,6 +38,9 @@ class EntryPoint:
     function: str = "main"
     #: The decorator's arguments that are computed, not literal: the command line must give them.
     computed: tuple[str, ...] = ()
+    #: Whether the module starts a runner whose roles verl's rules decide (``KNOWN_RUNNER_NAMES``); else (an
+    #: evaluation entry point, a runner of its own) which roles it starts is unknown.
+    roles_known: bool = True
 
     def require(self, key: str, given: str | None) -> str | None:
         """The value Hydra uses for ``key``: the command line's, else the decorator's (refused if computed)."""
@@ -66,7 +69,30 @@ def entry_point(module: str | None = None) -> EntryPoint:
     name = module or VERL_ENTRY
     origin = _module_file(name)
     function, config_path, config_name, computed = _hydra_main_arguments(origin, name)
-    return EntryPoint(name, origin, config_path, config_name, function, computed)
+    return EntryPoint(name, origin, config_path, config_name, function, computed, _starts_known_runner(origin))
+
+
+#: Names whose use means the module starts a runner that registers verl's roles by verl's rules: verl's runner
+#: families and ``run_ppo`` (bound from outside), or ``bind_workers`` (a runner of any shape, binding itself).
+KNOWN_RUNNER_NAMES = frozenset({"BaseTaskRunner", "TaskRunnerV1", "run_ppo", "bind_workers"})
+
+
+def _starts_known_runner(path: str) -> bool:
+    """Whether the module's source uses one of ``KNOWN_RUNNER_NAMES`` (read, not imported; verl's own main does)."""
+    tree = ast.parse(Path(path).read_bytes(), filename=path)  # parsed once already by _hydra_main_arguments
+    for node in ast.walk(tree):
+        name = (
+            node.id
+            if isinstance(node, ast.Name)
+            else node.attr
+            if isinstance(node, ast.Attribute)
+            else next((a.name for a in node.names if a.name in KNOWN_RUNNER_NAMES), None)
+            if isinstance(node, ast.ImportFrom)
+            else None
+        )
+        if name in KNOWN_RUNNER_NAMES:
+            return True
+    return False
 
 
 def _module_file(name: str) -> str:
