@@ -612,6 +612,15 @@ def test_rehearsal_of_the_legacy_recipe_main_delivers_every_role_to_its_workers(
     assert records["actor_rollout (outer worker)"]["worker"] == f"{WORKERS}.ShapedHybridWorker"
     assert "ref" not in records  # no reference policy runs
     assert "verl's own" not in out.stdout
+    # A line per phase as it happens, each worker told once it is built (before the table at the end).
+    phases = out.stdout.split("rehearsal complete", 1)[0]
+    assert "Ray is up" in phases
+    assert f"handing over to {LEGACY}'s main" in phases
+    assert f"built critic: {WORKERS}.ShapedCriticWorker in process" in phases
+    assert "decoded CriticContext" in phases
+    told = [line for line in phases.splitlines() if line.startswith("  built ")]
+    assert told, phases
+    assert not any("value_clip" in line for line in told)  # class names only: values (and any secret) stay out
 
 
 @pytest.mark.ray
@@ -676,8 +685,18 @@ def test_a_rehearsal_whose_contexts_no_recipe_code_decodes_fails(collection: Pat
 
 
 @pytest.mark.ray
-def test_the_recipes_own_pre_launch_check_is_the_one_run(collection: Path, tiny: list[str]) -> None:
-    """The recipe's main refuses its own setting; verl main_ppo's checks would not have: its message is the cause."""
-    out = _run(collection, "--rehearse", "-s", SCHEMAS, "-m", LEGACY, *SCRIPT_ARGS, *tiny, "shaped_ppo.reward_scale=-1")
+def test_the_recipes_own_pre_launch_check_is_the_one_run(collection: Path, tiny: list[str], tmp_path: Path) -> None:
+    """The recipe's main refuses its own setting; verl main_ppo's checks would not have: its message is the cause,
+    on the console and in the --report file (a failed rehearsal's report says why, never an empty file)."""
+    report = tmp_path / "report.json"
+    out = _run(
+        collection, "--rehearse", "--report", str(report), "-s", SCHEMAS, "-m", LEGACY, *SCRIPT_ARGS, *tiny,
+        "shaped_ppo.reward_scale=-1",
+    )  # fmt: skip
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     assert "shaped_ppo.reward_scale must be > 0, got -1" in out.stderr
+    failed = json.loads(report.read_text())
+    assert failed["ok"] is False
+    assert failed["records"] == []
+    assert "shaped_ppo.reward_scale must be > 0, got -1" in failed["error"]["message"]
+    assert "Ray is up" in out.stdout  # the phases reached, told as they happened

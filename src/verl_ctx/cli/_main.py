@@ -685,6 +685,31 @@ def run(
     accept_context_change: bool,
     show_traceback: bool,
 ) -> None:
+    """The command; on any exit but a clean one, a rehearsal's ``--report`` says what stopped it (never left empty)."""
+    try:
+        _run(
+            inputs, worker_specs, imports, rehearse, verbose, check_only, fmt, report_file, offload_bytes,
+            accept_context_change, show_traceback,
+        )  # fmt: skip
+    except BaseException as e:
+        if report_file and not (isinstance(e, SystemExit) and e.code in (0, None)):
+            _write_failure_report(report_file, e)
+        raise
+
+
+def _run(
+    inputs: ConfigInputs,
+    worker_specs: tuple[str, ...],
+    imports: tuple[str, ...],
+    rehearse: bool,
+    verbose: bool,
+    check_only: bool,
+    fmt: str,
+    report_file: str | None,
+    offload_bytes: int | None,
+    accept_context_change: bool,
+    show_traceback: bool,
+) -> None:
     if rehearse and check_only:
         raise ConfigError("--check and --rehearse: choose one (--check starts nothing; --rehearse starts Ray on CPU)")
     if report_file and not rehearse:  # a launch has no report: never a file silently left unwritten
@@ -692,8 +717,10 @@ def run(
             f"--report (or {REPORT_ENV}) is a rehearsal's report; add --rehearse, or leave the option out and unset "
             "the variable"
         )
-    if report_file:  # emptied now: an unwritable path is told before a minute's rehearsal, and no older report
-        _write_report(report_file, "")  # is left in its place if this one never gets there
+    if report_file:  # written now: an unwritable path is told before a minute's rehearsal, and a run that is killed
+        # leaves this in place of an older report
+        unfinished = {"ok": None, "error": "the rehearsal did not finish"}
+        _write_text(report_file, json.dumps(unfinished) + "\n", option="--report", what="the report to ")
     workers = _workers(worker_specs)
     try:
         checked = _validated(inputs)
@@ -740,14 +767,16 @@ def run(
                 + (f"\n  verl's and Ray's output: {log} (--verbose shows it here)" if log else "")
             )
             try:
-                with _output_into(log):
-                    records = _launch.rehearse(checked.config, checked.contexts, **options, require_decoded=False)
+                with _output_into(log) as tell:
+                    records = _launch.rehearse(
+                        checked.config, checked.contexts, **options, require_decoded=False, progress=tell
+                    )
             except BaseException:
                 if log:
                     click.echo(f"verl's and Ray's output up to here: {log}", err=True)
                 raise
             click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
-            report = json.dumps({"records": records}, default=str)
+            report = json.dumps({"ok": True, "records": records}, default=str)
             if report_file:  # the records of a rehearsal the next check refuses too: they show what was decoded
                 _write_report(report_file, report)
             try:
@@ -770,6 +799,20 @@ def run(
         raise _stopped(e, show_traceback) from None
 
 
+def _write_failure_report(path: str, exc: BaseException) -> None:
+    """The report of a run that stopped: ``{"ok": false, "error": {...}, "records": []}``, the error as the console
+    showed it (every message verl-ctx writes is redacted already). An unwritable path was refused before this."""
+    if isinstance(exc, SystemExit):  # exit 1 after the errors were printed: an invalid context
+        error = {"type": "ContextValidationError", "exit_code": exc.code, "message": "the contexts are invalid"}
+    else:
+        error = {"type": type(exc).__name__, "message": str(exc)}
+        for attribute in ("cause", "key"):
+            if getattr(exc, attribute, None) is not None:
+                error[attribute] = str(getattr(exc, attribute))
+    with contextlib.suppress(ConfigError):
+        _write_text(path, json.dumps({"ok": False, "error": error, "records": []}) + "\n", option="--report")
+
+
 def _write_report(path: str, report: str) -> None:
     """``report`` into ``path`` (an empty ``report`` empties it); a path that cannot be written is a usage error."""
     _write_text(path, report + "\n" if report else "", option="--report", what="the report to ")
@@ -786,15 +829,23 @@ def _log_file(what: str) -> str:
 
 
 @contextlib.contextmanager
-def _output_into(path: str | None) -> Iterator[None]:
-    """This process's stdout and stderr (file descriptors 1 and 2) into ``path`` while the block runs.
+def _output_into(path: str | None) -> Iterator[Callable[[str], None]]:
+    """This process's stdout and stderr (file descriptors 1 and 2) into ``path`` while the block runs; yields a
+    function that still writes a line to the terminal (the rehearsal's phases, as they happen).
 
     verl prints its whole config and its engines' notices, and Ray forwards every worker's lines to the driver
     (``log_to_driver``) through these descriptors: about a thousand lines a rehearsal, with the table that matters
     last. Descriptors, not ``sys.stdout``, so what Ray's and verl's own threads and native code write goes too.
     """
+
+    def to(fd: int) -> Callable[[str], None]:
+        def write(line: str) -> None:
+            os.write(fd, f"  {line}\n".encode())
+
+        return write
+
     if path is None:
-        yield
+        yield lambda line: click.echo(f"  {line}")
         return
     sys.stdout.flush()
     sys.stderr.flush()
@@ -803,7 +854,7 @@ def _output_into(path: str | None) -> Iterator[None]:
         with open(path, "ab", buffering=0) as log:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
-            yield
+            yield to(saved[0])
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -22,10 +22,13 @@ context must wait in the store.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..._contextset import ContextSet
@@ -74,6 +77,8 @@ class LaunchOptions(TypedDict, total=False):
     imports: Sequence[str]
     #: ``rehearse`` only: refuse a rehearsal where a worker role's context was decoded by no recipe code (default).
     require_decoded: bool
+    #: ``rehearse`` only: called with one line per phase as it happens (Ray up, hand-over, each worker built).
+    progress: Callable[[str], None] | None
 
 
 @dataclass(frozen=True)
@@ -287,22 +292,31 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
     which recipe class, which process, and the ``repr`` of every typed context the worker holds. Raises
     ``LaunchError`` when the run fails before every worker was built (verl's cause named).
     """
-    import json
     import tempfile
-    from pathlib import Path
 
     recipe = _recipe_entry(options)
+    say = options.pop("progress", None) or (lambda line: None)
     rehearsal_settings(config)
     check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
     if recipe is None:
         check_launch(config)  # a recipe's main runs its own checks
     _check_cpus(config)
+    say("starting Ray on this machine's CPUs")
     started = init_ray(config)
     try:
+        import ray
+
+        say(f"Ray is up ({int(ray.cluster_resources().get('CPU', 0))} logical CPUs)")
         with tempfile.TemporaryDirectory(prefix="verl-ctx-rehearsal-") as directory:
             prepared = prepare(config, contexts, rehearsal={"dir": directory}, **options)
+            say(
+                f"handing over to {recipe.module}'s main: its checks, its TaskRunner, its trainer"
+                if recipe
+                else "handing over to verl's run_ppo: TaskRunner, trainer, worker groups"
+            )
             try:
-                _start(config, prepared, recipe)
+                with _records_told(Path(directory), say):
+                    _start(config, prepared, recipe)
             except ContextError as e:  # verl-ctx's own refusal (an unbound context, a wrong runner): it is the cause
                 raise innermost(e) from None
             except Exception as e:
@@ -325,6 +339,40 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
             import ray
 
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def _records_told(directory: Path, say: Callable[[str], None], every: float = 0.5) -> Iterator[None]:
+    """While the block runs, tell each worker record as its worker writes it (a line per worker built)."""
+    import threading
+
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def tell_new() -> None:
+        for path in sorted(directory.glob("*.json")):
+            if path.name in seen:
+                continue
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):  # being written: the next look reads it whole
+                continue
+            seen.add(path.name)
+            decoded = ", ".join(str(v).split("(", 1)[0] for v in record.get("decoded", {}).values()) or "nothing"
+            say(f"built {record.get('role')}: {record.get('worker')} in process {record.get('pid')}, decoded {decoded}")
+
+    def watch() -> None:
+        while not done.wait(every):
+            tell_new()
+
+    watcher = threading.Thread(target=watch, name="rehearsal-records", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        tell_new()
 
 
 def check_decoded(records: Sequence[Mapping[str, Any]], contexts: ContextSet, config: Any) -> None:
