@@ -97,7 +97,8 @@ VERL_SUITES := tests/integrations/test_compose.py tests/integrations/test_corpus
 	tests/integrations/test_runners.py tests/integrations/test_recipe.py tests/integrations/test_recipe_entry.py \
 	tests/integrations/test_delivery.py tests/integrations/test_compat.py tests/integrations/test_checkpoints.py \
 	tests/integrations/test_reader.py tests/integrations/test_external_lb.py \
-	tests/integrations/test_external_trainer.py tests/integrations/test_external_servers.py examples
+	tests/integrations/test_external_trainer.py tests/integrations/test_external_servers.py \
+	tests/integrations/test_reward_function.py examples
 $(VENV_VERL_OLDEST)/.installed: pyproject.toml $(CONSTRAINTS)
 	test -x $(VENV_VERL_OLDEST)/bin/python || $(PY) -m venv $(VENV_VERL_OLDEST)
 	$(VENV_VERL_OLDEST)/bin/python $(PIP_INSTALL) --upgrade pip

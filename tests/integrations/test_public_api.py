@@ -17,6 +17,7 @@ PUBLIC = {
         "bind_config",
         "bind_role_worker_mapping",
         "bind_worker_cls",
+        "bind_workers",
         "bound_trainer_cls",
         "check_launch",
         "compose_config",

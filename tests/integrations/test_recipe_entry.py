@@ -596,6 +596,18 @@ def _records(out: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]
 SCRIPT_ARGS = ["--config-path=config", "--config-name=shaped_ppo_trainer"]
 
 
+def _every_role_decoded_by_the_recipe(out: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    """The rehearsal's records, checked: the recipe's actor, critic and hybrid worker built, each context decoded
+    by the recipe's own class (the config's values)."""
+    records = _records(out)
+    assert records["actor"]["worker"] == f"{WORKERS}.ShapedActorWorker"
+    assert records["actor"]["decoded"] == {"ctx": "ActorContext(entropy_bonus=0.01)"}
+    assert records["critic"]["worker"] == f"{WORKERS}.ShapedCriticWorker"
+    assert records["critic"]["decoded"] == {"ctx": "CriticContext(value_clip=0.3)"}
+    assert records["actor_rollout (outer worker)"]["worker"] == f"{WORKERS}.ShapedHybridWorker"
+    return records
+
+
 @pytest.mark.ray
 def test_rehearsal_of_the_legacy_recipe_main_delivers_every_role_to_its_workers(
     collection: Path, tiny: list[str]
@@ -604,12 +616,7 @@ def test_rehearsal_of_the_legacy_recipe_main_delivers_every_role_to_its_workers(
     actor_rollout: each role's context decoded by the recipe's class, with no --worker given."""
     out = _run(collection, "--rehearse", "--format", "json", "-s", SCHEMAS, "-m", LEGACY, *SCRIPT_ARGS, *tiny)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    records = _records(out)
-    assert records["actor"]["worker"] == f"{WORKERS}.ShapedActorWorker"
-    assert records["actor"]["decoded"] == {"ctx": "ActorContext(entropy_bonus=0.01)"}
-    assert records["critic"]["worker"] == f"{WORKERS}.ShapedCriticWorker"
-    assert records["critic"]["decoded"] == {"ctx": "CriticContext(value_clip=0.3)"}
-    assert records["actor_rollout (outer worker)"]["worker"] == f"{WORKERS}.ShapedHybridWorker"
+    records = _every_role_decoded_by_the_recipe(out)
     assert "ref" not in records  # no reference policy runs
     assert "verl's own" not in out.stdout
     # A line per phase as it happens, each worker told once it is built (before the table at the end).
@@ -635,12 +642,7 @@ def test_a_runner_of_any_shape_binds_itself_with_one_line_and_every_role_is_deco
         *tiny,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    records = _records(out)
-    assert records["actor"]["worker"] == f"{WORKERS}.ShapedActorWorker"
-    assert records["actor"]["decoded"] == {"ctx": "ActorContext(entropy_bonus=0.01)"}
-    assert records["critic"]["worker"] == f"{WORKERS}.ShapedCriticWorker"
-    assert records["critic"]["decoded"] == {"ctx": "CriticContext(value_clip=0.3)"}
-    assert records["actor_rollout (outer worker)"]["worker"] == f"{WORKERS}.ShapedHybridWorker"
+    _every_role_decoded_by_the_recipe(out)
 
 
 @pytest.mark.ray

@@ -672,25 +672,10 @@ def _findable(given: str, target: str) -> None:
     "--traceback", "show_traceback", is_flag=True, help="Show verl's full traceback when it refuses the launch."
 )
 @_exits
-def run(
-    inputs: ConfigInputs,
-    worker_specs: tuple[str, ...],
-    imports: tuple[str, ...],
-    rehearse: bool,
-    verbose: bool,
-    check_only: bool,
-    fmt: str,
-    report_file: str | None,
-    offload_bytes: int | None,
-    accept_context_change: bool,
-    show_traceback: bool,
-) -> None:
+def run(report_file: str | None, **options: Any) -> None:
     """The command; on any exit but a clean one, a rehearsal's ``--report`` says what stopped it (never left empty)."""
     try:
-        _run(
-            inputs, worker_specs, imports, rehearse, verbose, check_only, fmt, report_file, offload_bytes,
-            accept_context_change, show_traceback,
-        )  # fmt: skip
+        _run(report_file=report_file, **options)
     except BaseException as e:
         if report_file and not (isinstance(e, SystemExit) and e.code in (0, None)):
             _write_failure_report(report_file, e)
