@@ -676,14 +676,21 @@ def test_rehearsal_of_the_v1_recipe_main_binds_the_trainer_it_builds(collection:
 
 
 @pytest.mark.ray
-def test_a_rehearsal_whose_contexts_no_recipe_code_decodes_fails(collection: Path, tiny: list[str]) -> None:
+def test_a_rehearsal_whose_contexts_no_recipe_code_decodes_fails(
+    collection: Path, tiny: list[str], tmp_path: Path
+) -> None:
     """The v1 runner with verl's own workers: the table names verl's classes (no builtins.object), and the run
-    fails naming the contexts nothing read."""
-    out = _run(collection, "--rehearse", "-s", SCHEMAS, "-m", V1, *SCRIPT_ARGS, *tiny)
+    fails naming the contexts nothing read; its report keeps the records that show it, beside the failure."""
+    report = tmp_path / "report.json"
+    out = _run(collection, "--rehearse", "--report", str(report), "-s", SCHEMAS, "-m", V1, *SCRIPT_ARGS, *tiny)
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     assert "verl.workers.engine_workers.TrainingWorker (verl's own)" in out.stdout
     assert "builtins.object" not in out.stdout
     assert "no recipe code decoded the actor, critic context(s)" in out.stderr
+    failed = json.loads(report.read_text())
+    assert failed["ok"] is False
+    assert "no recipe code decoded the actor, critic context(s)" in failed["error"]["message"]
+    assert {r["role"] for r in failed["records"]} >= {"actor", "critic"}
 
 
 @pytest.mark.ray

@@ -785,8 +785,9 @@ def _run(
 
 
 def _write_failure_report(path: str, exc: BaseException) -> None:
-    """The report of a run that stopped: ``{"ok": false, "error": {...}, "records": []}``, the error as the console
-    showed it (every message verl-ctx writes is redacted already). An unwritable path was refused before this."""
+    """The report of a run that stopped: ``{"ok": false, "error": {...}, "records": [...]}``, the error as the console
+    showed it (every message verl-ctx writes is redacted already), with the records of a rehearsal that a later check
+    refused. An unwritable path was refused before this."""
     if isinstance(exc, SystemExit):  # exit 1 after the errors were printed: an invalid context
         error = {"type": "ContextValidationError", "exit_code": exc.code, "message": "the contexts are invalid"}
     else:
@@ -794,8 +795,11 @@ def _write_failure_report(path: str, exc: BaseException) -> None:
         for attribute in ("cause", "key"):
             if getattr(exc, attribute, None) is not None:
                 error[attribute] = str(getattr(exc, attribute))
+    records: list[Any] = []
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # the records already written, if any, are kept:
+        records = list(json.loads(Path(path).read_text()).get("records") or [])  # they show what was decoded
     with contextlib.suppress(ConfigError):
-        _write_text(path, json.dumps({"ok": False, "error": error, "records": []}) + "\n", option="--report")
+        _write_text(path, json.dumps({"ok": False, "error": error, "records": records}) + "\n", option="--report")
 
 
 def _write_report(path: str, report: str) -> None:
