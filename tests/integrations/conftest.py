@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import re
 import time
 import warnings
 from collections.abc import Generator, Iterator
@@ -54,30 +53,21 @@ def _ray_leftovers_collected() -> Iterator[None]:
         pass
 
 
-# A Ray log line: "[2026-12-06 20:28:35,825 E 2789 2789] (raylet) node_manager.cc:123: ...", level I/W/E/F.
-_RAY_TROUBLE = re.compile(
-    r"^\[[\d-]+ [\d:,]+ [EF] |Health check failed|marked dead|Node is dead|Raylet is terminated|out of memory"
-)
-_RAY_LOGS = ("raylet.out", "raylet.err", "gcs_server.out", "gcs_server.err")
-
-
 def ray_trouble(since: float, lines: int = 15) -> str:
-    """The error lines Ray's own daemons logged since ``since`` (epoch seconds), in every session this process's Ray
-    temp directory holds: the shared cluster's and any a rehearsal's subprocess started. Empty when there are none.
+    """The trouble lines Ray's own daemons logged since ``since`` (epoch seconds), in every session this process's
+    Ray temp directory holds: the shared cluster's and any a rehearsal's subprocess started. Empty when there are none.
 
     A test that fails because Ray's node died (the machine was starved, a raylet was killed) otherwise shows only a
     one-line ``ActorUnavailableError``; the cause is in these files.
     """
+    from verl_ctx.integrations.verl._ray_logs import trouble_lines
+
     root = Path(os.environ.get("RAY_TMPDIR") or "/tmp") / "ray"
     found = []
-    for log in sorted(root.glob("session_2*/logs/*")):
-        if log.name not in _RAY_LOGS or log.stat().st_mtime < since:
-            continue
-        with contextlib.suppress(OSError):
-            bad = [line for line in log.read_text(errors="replace").splitlines() if _RAY_TROUBLE.search(line)]
-            if bad:
-                found.append(f"--- {log} (last {min(lines, len(bad))} of {len(bad)} error lines)")
-                found += bad[-lines:]
+    for logs in sorted(root.glob("session_2*/logs")):
+        for log, bad in trouble_lines(logs, since=since).items():
+            found.append(f"--- {log} (last {min(lines, len(bad))} of {len(bad)} error lines)")
+            found += bad[-lines:]
     return "\n".join(found)
 
 

@@ -96,3 +96,42 @@ def test_a_ray_test_that_fails_shows_what_rays_daemons_logged(tmp_path: Path) ->
     section = out.stdout.split("Ray's daemons logged errors during this test", 1)[-1]
     assert "Captured" not in section.split("\n", 1)[0], "the section is there"
     assert "/logs/raylet.out" in section or "/logs/gcs_server.out" in section, out.stdout[-4000:]
+
+
+def test_daemon_trouble_lines_are_errors_and_a_nodes_death_not_routine_lines(tmp_path: Path) -> None:
+    """Read from Ray's own log format: E and F lines and the lines that name a node's death; I and W lines else not."""
+    from verl_ctx.integrations.verl._ray_logs import trouble_lines
+
+    (tmp_path / "raylet.out").write_text(
+        "[2026-12-06 20:28:35,825 I 2789 2789] (raylet) worker_pool.cc:564: Started worker process\n"
+        "[2026-12-06 20:28:36,001 E 2789 2789] (raylet) node_manager.cc:99: Failed to start worker\n"
+    )
+    (tmp_path / "gcs_server.out").write_text(
+        "[2026-12-06 20:42:10,044 W 8903 8903] (gcs_server) gcs_health_check_manager.cc:209: Health check failed "
+        "for node 47473486, remaining checks 9\n"
+        "[2026-12-06 20:42:15,117 W 8903 9204] (gcs_server) open_telemetry_metric_recorder.cc:67: Failed to export\n"
+    )
+    (tmp_path / "python-core-driver-01.log").write_text("[2026-12-06 20:28:36,001 E 1 1] not a daemon's log\n")
+    found = {path.name: lines for path, lines in trouble_lines(tmp_path).items()}
+    assert found == {
+        "gcs_server.out": [
+            "[2026-12-06 20:42:10,044 W 8903 8903] (gcs_server) gcs_health_check_manager.cc:209: Health check failed "
+            "for node 47473486, remaining checks 9"
+        ],
+        "raylet.out": ["[2026-12-06 20:28:36,001 E 2789 2789] (raylet) node_manager.cc:99: Failed to start worker"],
+    }
+
+
+def test_a_rehearsal_stopped_by_rays_infrastructure_names_rays_logs(ray_cluster: None) -> None:
+    """A Ray error that means a process went away gets Ray's logs folder (and its last trouble line) in the
+    rehearsal's message; an error the recipe's code raised gets nothing added."""
+    import ray
+    from ray.exceptions import ActorDiedError
+
+    from verl_ctx.integrations.verl._launch import _ray_root_cause
+
+    logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+    assert f"(logs: {logs})" in _ray_root_cause(ActorDiedError()) or _ray_root_cause(ActorDiedError()).endswith(
+        f"Ray's logs: {logs}"
+    )
+    assert _ray_root_cause(ValueError("reward_scale must be > 0")) == ""

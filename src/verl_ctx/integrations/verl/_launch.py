@@ -324,7 +324,8 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
                     cause, key = verl_cause(innermost(e))
                     raise LaunchError(
                         f"the rehearsal stopped before every worker was built: {cause}"
-                        + (f" (config key: {key})" if key else ""),
+                        + (f" (config key: {key})" if key else "")
+                        + _ray_root_cause(innermost(e)),
                         cause=cause,
                         key=key,
                     ) from e
@@ -417,6 +418,36 @@ def _check_cpus(config: Any) -> None:
             cause=f"{given} CPUs, {needed} needed",
             key="ray_kwargs.ray_init.num_cpus",
         )
+
+
+#: Ray's errors that mean a process or node went away rather than the recipe's code raising: the cause is then in
+#: Ray's daemon logs, not in the exception.
+_RAY_INFRASTRUCTURE = frozenset(
+    {
+        "ActorDiedError",
+        "ActorUnavailableError",
+        "LocalRayletDiedError",
+        "NodeDiedError",
+        "ObjectLostError",
+        "OwnerDiedError",
+        "RaySystemError",
+        "WorkerCrashedError",
+    }
+)
+
+
+def _ray_root_cause(exc: BaseException) -> str:
+    """For a Ray infrastructure error: the last trouble line Ray's daemons logged, and where the logs are; else ''."""
+    from ._ray_logs import session_logs, trouble_lines
+
+    if not any(k.__name__ in _RAY_INFRASTRUCTURE for k in type(exc).__mro__):
+        return ""
+    logs = session_logs()
+    found = trouble_lines(logs) if logs is not None else {}
+    last = next((lines[-1] for lines in reversed(list(found.values()))), None)
+    if last is None:
+        return f". Ray's logs: {logs}" if logs is not None else ""
+    return f". Ray's daemons logged: {last.strip()} (logs: {logs})"
 
 
 def innermost(exc: BaseException) -> BaseException:
