@@ -326,6 +326,16 @@ def test_validate_m_of_an_entry_point_that_starts_no_known_runner_calls_its_role
     assert {r["active"] for r in recipe["roles"].values()} <= {True, False}  # a recipe's runner: judged
 
 
+def test_a_rehearsal_brings_a_recipes_own_batch_keys_down_to_the_tiny_runs_batch() -> None:
+    """DAPO's data.gen_batch_size (the dataloader's batch) at its launch size made the tiny dataset's loader empty:
+    the rehearsal lowers a recipe's data.*batch_size above data.train_batch_size, and says which it lowered."""
+    from verl_ctx.integrations.verl._launch import rehearsal_settings
+
+    config = compose_config(["data.train_batch_size=4", "data.gen_batch_size=1536", "data.val_batch_size=2"])
+    assert rehearsal_settings(config) == ["data.gen_batch_size=4"]
+    assert (config.data.gen_batch_size, config.data.val_batch_size) == (4, 2)
+
+
 def test_config_and_m_are_refused_together(in_collection: Path) -> None:
     """--config layers over verl's own config; with a recipe's entry point it is a usage error, not ignored."""
     with pytest.raises(ConfigError, match=r"with -m recipe\.shaped_ppo\.main_shaped_ppo the recipe's own config"):

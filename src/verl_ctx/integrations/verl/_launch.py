@@ -265,13 +265,28 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
     _start(config, prepare(config, contexts, **options), recipe)
 
 
-def rehearsal_settings(config: Any) -> None:
+def rehearsal_settings(config: Any) -> list[str]:
     """A rehearsal's own settings, set in ``config`` in place (it is one short run on a small machine's CPUs): Ray's
     CPUs and dashboard where the config leaves them unset; one storage unit, the console logger and no dataloader
-    processes always. Everything else is the launch's own."""
+    processes always; a recipe's own ``data.*batch_size`` keys above ``data.train_batch_size`` brought down to it.
+    Everything else is the launch's own. Returns the recipe's keys it changed, as ``key=value`` (to be told)."""
     from omegaconf import open_dict
 
+    lowered = []
     with open_dict(config):
+        # A recipe's own batch keys (DAPO's data.gen_batch_size: the dataloader's batch) are not among tiny-run's
+        # overrides; at their launch size the tiny dataset makes no batch ("Train dataloader is empty!").
+        train_batch = config.data.get("train_batch_size")
+        for key, value in config.data.items():
+            if (
+                str(key).endswith("batch_size")
+                and key != "train_batch_size"
+                and isinstance(value, int)
+                and isinstance(train_batch, int)
+                and value > train_batch
+            ):
+                config.data[key] = train_batch
+                lowered.append(f"data.{key}={train_batch}")
         # One CPU process per pool (see _rehearsal); logical CPUs for TransferQueue's actors; no trackers.
         if config.ray_kwargs.ray_init.get("num_cpus") is None:
             config.ray_kwargs.ray_init.num_cpus = 8
@@ -282,6 +297,7 @@ def rehearsal_settings(config: Any) -> None:
         config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
         config.trainer.logger = ["console"]
         config.data.dataloader_num_workers = 0
+    return lowered
 
 
 def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) -> list[dict[str, Any]]:
@@ -296,7 +312,8 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
 
     recipe = _recipe_entry(options)
     say = options.pop("progress", None) or (lambda line: None)
-    rehearsal_settings(config)
+    for setting in rehearsal_settings(config):
+        say(f"{setting} for the rehearsal (the recipe's own batch key, above data.train_batch_size)")
     check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
     if recipe is None:
         check_launch(config)  # a recipe's main runs its own checks
