@@ -109,10 +109,9 @@ def _children_of() -> dict[int, list[int]]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             # "pid (comm) state ppid ...": comm may hold spaces or parentheses, so split after its last ')'
-            text = stat.read_text()
-        except OSError:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile, or not a process's stat
             continue
-        ppid = int(text.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(stat.parent.name))
     return children
 

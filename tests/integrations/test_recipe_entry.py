@@ -396,6 +396,23 @@ def test_a_runner_verl_ctx_cannot_bind_from_outside_is_refused_with_the_line_to_
     assert not planned
 
 
+def test_a_ray_remote_helper_beside_a_runner_class_is_not_taken_for_a_runner(in_collection: Path) -> None:
+    """A module with a runner class and a ray.remote helper function: the class is its runner; the helper is left
+    alone (a function is the runner only when it binds itself, or when the module has no runner class)."""
+    import importlib
+
+    from verl_ctx.integrations.verl._recipe_main import recipe_runners
+
+    (in_collection / "unit_recipes" / "main_with_a_helper.py").write_text(
+        _PLAIN_RUNNER + "\n\n@ray.remote\ndef count_tokens(batch):\n    return len(batch)\n"
+    )
+    found = recipe_runners(importlib.import_module("unit_recipes.main_with_a_helper"))
+    assert sorted(found) == ["TaskRunner"]
+    assert sorted(recipe_runners(importlib.import_module("unit_recipes.main_function_without_the_line"))) == [
+        "main_task"
+    ]
+
+
 def test_bind_workers_in_a_run_verl_ctx_did_not_launch_stops_it(verl_config: Any) -> None:
     """A runner's bind_workers line, run by `python -m` directly: no contexts to bind, so it stops the run rather than
     start workers that would look for them."""

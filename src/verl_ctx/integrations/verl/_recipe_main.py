@@ -48,8 +48,6 @@ def recipe_runners(module: types.ModuleType) -> dict[str, Any]:
         plain = getattr(value, "__ray_actor_class__", None)
         if isinstance(value, ActorClass):
             return isinstance(plain, type) and callable(getattr(plain, "run", None))
-        if isinstance(value, RemoteFunction):
-            return True
         if not isinstance(value, type) or value.__module__.startswith("verl."):
             return False
         return issubclass(value, (BaseTaskRunner, TaskRunnerV1.__ray_actor_class__)) or (
@@ -57,6 +55,10 @@ def recipe_runners(module: types.ModuleType) -> dict[str, Any]:
         )
 
     found = {name: value for name, value in vars(module).items() if is_runner(value)}
+    # A ray.remote function is the runner when it binds itself, or when the module has no runner class (the whole
+    # job as one function, prime's shape: refused then, with the line to add); beside a runner class it is a helper.
+    functions = {name: value for name, value in vars(module).items() if isinstance(value, RemoteFunction)}
+    found.update({name: f for name, f in functions.items() if not found or calls_bind_workers(f)})
     return found
 
 
