@@ -75,7 +75,7 @@ for name in sys.argv[1:]:
 """
 
 
-def check_importable(modules: Sequence[str], *, what: str = "module", timeout: float = 300) -> None:
+def check_importable(modules: Sequence[str], *, timeout: float = 300) -> None:
     """Import ``modules`` in a fresh Python process, from the working directory, as the launch's processes will.
 
     A recipe's entry module and worker modules are otherwise first imported by the launch itself: verl's entry
@@ -91,21 +91,13 @@ def check_importable(modules: Sequence[str], *, what: str = "module", timeout: f
     if not names:
         return
     try:
+        # `python -c` has the working directory first on its path, as `python -m` and the job's Ray workers do.
         done = subprocess.run(
-            [sys.executable, "-c", _IMPORT_EACH, *names],
-            cwd=os.getcwd(),
-            env={
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
-            },
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
+            [sys.executable, "-c", _IMPORT_EACH, *names], capture_output=True, text=True, timeout=timeout, check=False
         )
     except subprocess.TimeoutExpired:
         raise ConfigError(
-            f"importing {what}s {', '.join(names)} took over {timeout:.0f} s in a fresh process; a module that "
+            f"importing modules {', '.join(names)} took over {timeout:.0f} s in a fresh process; a module that "
             "blocks while it is imported (a network call, a wait) stops the launch there too: move that into a function"
         ) from None
     if done.returncode == 0:
@@ -114,12 +106,12 @@ def check_importable(modules: Sequence[str], *, what: str = "module", timeout: f
     if not lines:  # the interpreter itself died (a crash in an extension module): its last words
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(
-            f"importing {what}s {', '.join(names)} ended the Python process (exit {done.returncode}): {tail}"
+            f"importing modules {', '.join(names)} ended the Python process (exit {done.returncode}): {tail}"
         )
     failed = json.loads(lines[-1])
     where = f" (at {failed['where']})" if failed["where"] else ""
     raise ConfigError(
-        f"{what} '{failed['module']}' does not import here: {failed['error']}{where}. The launch would fail there, "
+        f"module '{failed['module']}' does not import here: {failed['error']}{where}. The launch would fail there, "
         "after Ray started; fix the import (a name this verl moved or removed?) and check again with `verl-ctx run "
         "--check`"
     )
