@@ -14,10 +14,11 @@ The handshake, by what the envelope says against the worker's schema:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import msgspec
@@ -57,6 +58,20 @@ _C = TypeVar("_C", bound=RoleContext)
 # Above this payload size validation stops at the first bad item of each list or dict: a hostile payload of
 # millions of bad items must not cost millions of error records (time, memory, and a message nobody reads).
 FAIL_FAST_BYTES = 64 * 1024
+
+# Called with every context this process decodes, while ``watching_decodes`` holds them: how a rehearsal sees that
+# code with nothing to store it on (a reward function) decoded its context. Empty outside a rehearsal.
+_watchers: list[Callable[[RoleContext], None]] = []
+
+
+@contextlib.contextmanager
+def watching_decodes(watcher: Callable[[RoleContext], None]) -> Iterator[None]:
+    """While the block runs, ``watcher`` is called with each context ``decode`` returns in this process."""
+    _watchers.append(watcher)
+    try:
+        yield
+    finally:
+        _watchers.remove(watcher)
 
 
 def decode(
@@ -106,9 +121,13 @@ def decode(
             and (compiled := decoders.get(schema)) is not None  # set by the first decode, on the general path
         ):
             try:
-                return compiled(payload)  # type: ignore[no-any-return]
+                built: _C = compiled(payload)
             except Refused:
                 refused = True
+            else:
+                if _watchers:
+                    _told(built)
+                return built
     env = find_envelope(source, roles, role_given=role is not None, max_bytes=max_bytes)
     payload = env["payload"]
     if env["role"] not in roles:
@@ -130,7 +149,14 @@ def decode(
         instance, data = _build(env, info, schema, payload, refused)
     if env["fingerprint"] != info.fingerprint or env["schema_id"] != info.schema_id:
         _check_skew(env, info, schema, instance, data)
+    if _watchers:
+        _told(instance)
     return instance
+
+
+def _told(instance: RoleContext) -> None:
+    for watcher in tuple(_watchers):
+        watcher(instance)
 
 
 def _build(

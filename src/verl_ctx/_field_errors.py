@@ -221,7 +221,7 @@ def _may_hold_secret(tp: Any, seen: set[int]) -> bool:
     if tp is None or tp is Any or tp is object:
         return True
     if isinstance(tp, type):
-        if issubclass(tp, (SecretStr, SecretBytes)):
+        if issubclass(tp, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret's subclasses
             return True
         if issubclass(tp, (enum.Enum, *_PLAIN_LEAVES)):
             return False
@@ -235,6 +235,8 @@ def _may_hold_secret(tp: Any, seen: set[int]) -> bool:
     origin = typing.get_origin(tp)
     if origin is typing.Literal:
         return False
+    if isinstance(origin, type) and issubclass(origin, _SecretBase):  # pydantic.Secret[int]: a secret of any type
+        return True
     args = [a for a in typing.get_args(tp) if a is not Ellipsis]
     if origin is not None or is_union(tp):
         return not args or any(_may_hold_secret(a, seen) for a in args)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from .errors import ConfigError
 
-__all__ = ["check_importable", "from_working_directory", "import_modules"]
+__all__ = ["ImportCheck", "from_working_directory", "import_modules"]
 
 
 def from_working_directory() -> None:
@@ -75,43 +75,74 @@ for name in sys.argv[1:]:
 """
 
 
-def check_importable(modules: Sequence[str], *, timeout: float = 300) -> None:
-    """Import ``modules`` in a fresh Python process, from the working directory, as the launch's processes will.
+class ImportCheck:
+    """Import modules in a fresh Python process, from the working directory, as the launch's processes will.
 
     A recipe's entry module and worker modules are otherwise first imported by the launch itself: verl's entry
     point after composing, Ray's TaskRunner after the cluster started, a worker after its GPUs were reserved. A
     module that no longer imports on this verl (a name moved out of ``verl.trainer.main_ppo``, a removed
     ``verl.workers.fsdp_workers``) is told here, in seconds, with the first failing module and its error. A process
     of its own, so that the modules' import-time code (a recipe main's ``ray.init``, its globals) stays out of this one.
-    """
-    import json
-    import subprocess
 
-    names = list(dict.fromkeys(modules))
-    if not names:
-        return
-    try:
+    Started when made, answered by ``result()``: the process imports while the launch composes and validates (an
+    entry module alone imports verl, torch and Ray: seconds not to be waited for twice). Leaving the ``with`` block
+    without asking for the answer (an invalid config) ends the process.
+    """
+
+    def __init__(self, modules: Sequence[str], *, timeout: float = 300) -> None:
+        import subprocess
+
+        self.names = list(dict.fromkeys(modules))
+        self.timeout = timeout
         # `python -c` has the working directory first on its path, as `python -m` and the job's Ray workers do.
-        done = subprocess.run(
-            [sys.executable, "-c", _IMPORT_EACH, *names], capture_output=True, text=True, timeout=timeout, check=False
+        self._process = (
+            subprocess.Popen(
+                [sys.executable, "-c", _IMPORT_EACH, *self.names],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            if self.names
+            else None
         )
-    except subprocess.TimeoutExpired:
+
+    def __enter__(self) -> ImportCheck:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.communicate()
+
+    def result(self) -> None:
+        """Wait for the imports; raise ``ConfigError`` naming the first module that does not import."""
+        import json
+        import subprocess
+
+        if self._process is None:
+            return
+        names = ", ".join(self.names)
+        try:
+            stdout, stderr = self._process.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.communicate()
+            raise ConfigError(
+                f"importing modules {names} took over {self.timeout:.0f} s in a fresh process; a module that blocks "
+                "while it is imported (a network call, a wait) stops the launch there too: move that into a function"
+            ) from None
+        if self._process.returncode == 0:
+            return
+        lines = [line for line in stdout.splitlines() if line.startswith("{")]
+        if not lines:  # the interpreter itself died (a crash in an extension module): its last words
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise ConfigError(
+                f"importing modules {names} ended the Python process (exit {self._process.returncode}): {tail}"
+            )
+        failed = json.loads(lines[-1])
+        where = f" (at {failed['where']})" if failed["where"] else ""
         raise ConfigError(
-            f"importing modules {', '.join(names)} took over {timeout:.0f} s in a fresh process; a module that "
-            "blocks while it is imported (a network call, a wait) stops the launch there too: move that into a function"
-        ) from None
-    if done.returncode == 0:
-        return
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:  # the interpreter itself died (a crash in an extension module): its last words
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConfigError(
-            f"importing modules {', '.join(names)} ended the Python process (exit {done.returncode}): {tail}"
+            f"module '{failed['module']}' does not import here: {failed['error']}{where}. The launch would fail there, "
+            "after Ray started; fix the import (a name this verl moved or removed?) and check again with `verl-ctx run "
+            "--check`"
         )
-    failed = json.loads(lines[-1])
-    where = f" (at {failed['where']})" if failed["where"] else ""
-    raise ConfigError(
-        f"module '{failed['module']}' does not import here: {failed['error']}{where}. The launch would fail there, "
-        "after Ray started; fix the import (a name this verl moved or removed?) and check again with `verl-ctx run "
-        "--check`"
-    )

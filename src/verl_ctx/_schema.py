@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -123,12 +123,31 @@ class RoleContext(BaseModel):
         _check_secrets_carried(cls)
         return rebuilt
 
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """pydantic's, except that a computed field of a context holding a secret is not shown: it may be made from
+        the secret (``f"Bearer {self.token.get_secret_value()}"``), and ``repr`` is what logs, reports and
+        tracebacks print. Fields are shown as pydantic shows them (a secret as stars)."""
+        from ._contextset import holds_secret
+
+        computed = type(self).__pydantic_computed_fields__
+        hide = bool(computed) and holds_secret(self)
+        for name, value in super().__repr_args__():
+            yield (name, _NOT_SHOWN) if hide and name in computed else (name, value)
+
     @classmethod
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # pydantic hands class keywords to both hooks; ours are consumed in __pydantic_init_subclass__.
         for key in ("role", "version", "registry", "compiled"):
             kwargs.pop(key, None)
         super().__init_subclass__(**kwargs)
+
+
+class _NotShown:
+    def __repr__(self) -> str:
+        return "<computed from a context that holds a secret: not shown>"
+
+
+_NOT_SHOWN = _NotShown()
 
 
 def _check_secrets_carried(cls: type[BaseModel]) -> None:

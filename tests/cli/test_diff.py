@@ -81,6 +81,25 @@ def test_changed_value_and_secret_are_listed_and_no_secret_is_printed(run_cli: R
             assert secret not in out.out + out.err
 
 
+def test_a_value_saved_before_its_field_became_secret_is_not_shown(
+    run_cli: Run, save: Callable[..., Path], write: Callable[[str, str], Path]
+) -> None:
+    """A checkpoint saved when `token` was a plain str holds its value in clear; a later one of the same run, saved
+    when the code declared it a secret, holds it sealed: the change is listed with neither side shown (the old value
+    is what the field now keeps secret)."""
+    salt = "00" * 16
+    plain = CONTEXTS.replace("token: SecretStr | None = None", "token: str | None = None")
+    assert plain != CONTEXTS
+    write("my_ctx.py", plain)  # the schemas as the first checkpoint was saved
+    old = save(2, *BASE, salt=salt)
+    write("my_ctx.py", CONTEXTS)  # as the code declares them now
+    new = save(4, *BASE, salt=salt)
+    res = run_cli("diff", str(old), "--against", str(new))
+    assert res.code == 1, res.out + res.err
+    assert '[reward] token: "**********" -> "**********" (secret changed)' in res.out
+    assert OLD_SECRET not in res.out + res.err
+
+
 def test_a_run_directory_means_its_latest_checkpoint(run_cli: Run, save: Callable[..., Path]) -> None:
     """Given trainer.default_local_dir, diff reads the checkpoint resume_mode=auto would resume from."""
     save(2, "+extra_context.critic.value_clip=0.1")

@@ -177,6 +177,47 @@ def test_a_value_a_cached_property_made_from_a_secret_is_not_shown(reg: ContextR
     _assert_clean(repr(contexts.describe()) + repr(contexts.redacted()))
 
 
+def test_a_computed_field_of_a_context_holding_a_secret_is_not_in_its_repr(reg: ContextRegistry) -> None:
+    """A @computed_field made from a secret (an Authorization header): repr and str of the context, which rehearsal
+    reports, logs and tracebacks print, do not show it; its fields are shown as pydantic shows them."""
+    from pydantic import computed_field
+
+    class C(RoleContext, role="critic", registry=reg):
+        token: SecretStr | None = None
+        timeout_s: float = 5.0
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def header(self) -> str:
+            return f"Bearer {self.token.get_secret_value() if self.token else ''}"
+
+    critic = validate({"extra_context": {"critic": {"token": SECRET}}}, registry=reg)["critic"]
+    assert isinstance(critic, C)
+    _assert_clean(repr(critic) + str(critic) + repr([critic]))
+    assert "timeout_s=5.0" in repr(critic)
+    assert "header=<computed from a context that holds a secret: not shown>" in repr(critic)
+    unset = C()  # no secret held: nothing to hide
+    assert "header='Bearer '" in repr(unset)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [(Secret[int], "12ab98765"), (Secret[str], 123456789), (Secret[str], ["sk-in-a-list-0123"])],
+    ids=["Secret[int] given text", "Secret[str] given an int", "Secret[str] given a list"],
+)
+def test_a_pydantic_secret_of_any_type_given_a_wrong_input_is_not_echoed(
+    reg: ContextRegistry, annotation: Any, value: Any
+) -> None:
+    """pydantic.Secret[T] is a secret like SecretStr: a wrong input is said by type and length, never shown."""
+    create_model("C", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": reg}, pin=(annotation, None))
+    err = _validate_error(reg, {"critic": {"pin": value}})
+    text = _everything_about(err) + repr(err.errors)
+    assert str(value[0] if isinstance(value, list) else value) not in text
+    (field,) = err.errors
+    assert field.input is not None
+    assert field.input.endswith("not shown>")
+
+
 def test_edited_payload_error_withholds_secret_inputs() -> None:
     """A payload whose secret field was edited to another type is refused without showing what came."""
 

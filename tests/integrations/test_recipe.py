@@ -49,8 +49,8 @@ def _rehearse(tiny: list[str], *extra: str) -> tuple[subprocess.CompletedProcess
 
 
 def _demo_command() -> list[str]:
-    """README's `make demo` when the suite runs in make's own venv; in another (the oldest-verl cell: make demo would
-    run .venv's verl), the module make demo runs, with this interpreter and the variables make demo sets."""
+    """README's `make demo` when the suite runs in make's own venv; in another (make demo would run .venv's verl), the
+    module make demo runs, with this interpreter and the variables make demo sets."""
     if Path(sys.prefix).resolve() == (REPO / ".venv").resolve():
         return ["make", "demo"]
     return ["env", "RAY_AUTH_MODE=disabled", "HF_HUB_OFFLINE=1", sys.executable, "-m", "examples.custom_recipe.demo"]
@@ -73,6 +73,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Completed
     return out, json.loads(report.read_text())["records"]
 
 
+@pytest.mark.one_verl  # run_ppo and its TaskRunner, proven on every release by the recipe tests below
 def test_quick_start_demo_runs(demo: Any) -> None:
     """README's first quick-start command, `make demo`, rehearses the example recipe, shows a bad override refused
     before anything starts, and exits 0."""

@@ -142,6 +142,27 @@ def main(config):
 """
 
 
+# reward_queue's shape: verl's fully-async runner subclassed (its class derived from the actor class's own, which
+# the module also names), without bind_workers.
+_FULLY_ASYNC_WITHOUT_THE_LINE = """
+import hydra
+import ray
+from verl.experimental.fully_async_policy.fully_async_main import FullyAsyncTaskRunner
+from verl.trainer.main_ppo import run_ppo
+
+
+@ray.remote(num_cpus=1)
+class TaskRunner(FullyAsyncTaskRunner.__ray_metadata__.modified_class):
+    def _create_trainer(self, config):
+        pass
+
+
+@hydra.main(config_path="shaped/config", config_name="shaped_fully_async", version_base=None)
+def main(config):
+    run_ppo(config, task_runner_class=TaskRunner)
+"""
+
+
 # An evaluation entry point: a ray.remote function that starts no actor, critic or trainer.
 _EVALUATION = """
 import hydra
@@ -169,6 +190,7 @@ def _write_unit_recipes(folder: Path) -> None:
     (folder / "main_broken_import.py").write_text(_BROKEN_IMPORT)
     (folder / "main_plain_without_the_line.py").write_text(_PLAIN_WITHOUT_THE_LINE)
     (folder / "main_function_without_the_line.py").write_text(_FUNCTION_WITHOUT_THE_LINE)
+    (folder / "main_fully_async_without_the_line.py").write_text(_FULLY_ASYNC_WITHOUT_THE_LINE)
     (folder / "main_evaluation.py").write_text(_EVALUATION)
 
 
@@ -373,6 +395,8 @@ def test_a_runner_started_from_a_class_method_is_refused(in_collection: Path) ->
     [
         ("unit_recipes.main_plain_without_the_line", "TaskRunner is a TaskRunner of no verl family"),
         ("unit_recipes.main_function_without_the_line", "main_task is a ray.remote function"),
+        # Named as the recipe's runner, not the verl runner it derives from (Ray's class attribute names that one).
+        ("unit_recipes.main_fully_async_without_the_line", "TaskRunner is a TaskRunner of no verl family"),
     ],
 )
 def test_a_runner_verl_ctx_cannot_bind_from_outside_is_refused_with_the_line_to_add(
@@ -380,6 +404,8 @@ def test_a_runner_verl_ctx_cannot_bind_from_outside_is_refused_with_the_line_to_
 ) -> None:
     """A plain ray.remote runner or function that does not call bind_workers: refused before the main runs, and the
     refusal is the change to make (the rehearsals below run the same shapes with that line)."""
+    if "fully_async" in module:
+        _skip_without_fully_async()
     from verl_ctx.integrations.verl import make_task_runner
     from verl_ctx.integrations.verl._entry import entry_point
     from verl_ctx.integrations.verl._recipe_main import run_recipe_main
@@ -655,8 +681,17 @@ def test_rehearsal_of_the_legacy_recipe_main_delivers_every_role_to_its_workers(
     told = [line for line in phases.splitlines() if line.startswith("  built ")]
     assert told, phases
     assert not any("value_clip" in line for line in told)  # class names only: values (and any secret) stay out
+    # The recipe's reward function (its config's custom_reward_function), called as verl's reward loop calls it,
+    # decoded its context from the keyword arguments verl handed it.
+    reward = records["reward"]
+    assert reward["worker"] == "compute_score in recipe/shaped_ppo/reward.py"
+    assert reward["decoded_roles"] == ["reward"]
+    assert list(reward["decoded"].values()) == ["RewardContext(length_penalty=-0.001, judge_key=None)"]
+    assert reward["after"] == "returned float"
+    assert "called reward: compute_score in recipe/shaped_ppo/reward.py in process" in phases
 
 
+@pytest.mark.one_verl  # the rehearsals above prove their verl surface on every release
 @pytest.mark.ray
 @pytest.mark.parametrize("main", ["main_plain_runner", "main_task_function", "main_own_remote"])
 def test_a_runner_of_any_shape_binds_itself_with_one_line_and_every_role_is_decoded(
@@ -670,6 +705,34 @@ def test_a_runner_of_any_shape_binds_itself_with_one_line_and_every_role_is_deco
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     _every_role_decoded_by_the_recipe(out)
+
+
+def _skip_without_fully_async() -> None:
+    """verl 0.9.0's separate trainer has no hybrid_engine=False mode, which its fully-async runner needs."""
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    if not hasattr(get_trainer_cls("separate_async"), "_enable_hybrid_replicas"):
+        pytest.skip("this verl's fully-async runner needs hybrid_engine=False (added in verl 0.9.1)")
+
+
+@pytest.mark.ray
+def test_a_fully_async_runner_binds_itself_with_the_same_line_and_its_actor_decodes(
+    collection: Path, tiny: list[str]
+) -> None:
+    """verl's FullyAsyncTaskRunner subclassed, its trainer a Ray actor of its own building the worker groups: the one
+    bind_workers line in the subclass's _create_trainer, the recipe's actor given for the separate trainer's inner
+    worker, and the rehearsal builds it there and it decodes its context."""
+    _skip_without_fully_async()
+    out = _run(
+        collection, "--rehearse", "--format", "json", "-s", SCHEMAS, "-m", "recipe.shaped_ppo.main_fully_async",
+        "--worker", f"actor={WORKERS}:ShapedActorWorker", "--config-path=config", "--config-name=shaped_fully_async",
+        *tiny,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    records = _records(out)
+    assert records["actor"]["worker"] == f"{WORKERS}.ShapedActorWorker"
+    assert records["actor"]["decoded"] == {"ctx": "ActorContext(entropy_bonus=0.01)"}
+    assert "DetachActorWorker" in records["actor (outer worker)"]["worker"]  # verl's separate trainer built it
 
 
 @pytest.mark.ray
@@ -702,6 +765,7 @@ def test_rehearsal_of_the_v1_recipe_main_binds_the_trainer_it_builds(collection:
     assert records["actor_rollout_ref (outer worker)"]["decoded"] == {"rollout_ctx": "RolloutContext(max_tool_calls=4)"}
 
 
+@pytest.mark.one_verl  # the rehearsals above prove their verl surface on every release
 @pytest.mark.ray
 def test_a_rehearsal_whose_contexts_no_recipe_code_decodes_fails(
     collection: Path, tiny: list[str], tmp_path: Path
@@ -720,6 +784,18 @@ def test_a_rehearsal_whose_contexts_no_recipe_code_decodes_fails(
     assert {r["role"] for r in failed["records"]} >= {"actor", "critic"}
 
 
+@pytest.mark.one_verl  # the rehearsals above prove their verl surface on every release
+@pytest.mark.ray
+def test_a_rehearsal_whose_batch_outgrows_the_data_names_the_batch_keys(collection: Path, tiny: list[str]) -> None:
+    """verl's "Train dataloader is empty!" alone does not say which key: the rehearsal's failure names the data's
+    batch keys and their values."""
+    out = _run(collection, "--rehearse", "-s", SCHEMAS, "-m", LEGACY, *SCRIPT_ARGS, *tiny, "data.train_batch_size=64")
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "Train dataloader is empty" in out.stderr
+    assert "one batch is more rows than data.train_files has: data.train_batch_size=64" in out.stderr
+
+
+@pytest.mark.one_verl  # the rehearsals above prove their verl surface on every release
 @pytest.mark.ray
 def test_the_recipes_own_pre_launch_check_is_the_one_run(collection: Path, tiny: list[str], tmp_path: Path) -> None:
     """The recipe's main refuses its own setting; verl main_ppo's checks would not have: its message is the cause,

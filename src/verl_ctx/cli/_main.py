@@ -15,13 +15,16 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import click
 
 from .._contextset import ContextSet
 from ..errors import ConfigError, ContextError, ContextValidationError, FieldError, LaunchError
 from . import _render as render
+
+if TYPE_CHECKING:
+    from .._modules import ImportCheck
 
 __all__ = ["main"]
 
@@ -707,81 +710,86 @@ def _run(
         unfinished = {"ok": None, "error": "the rehearsal did not finish"}
         _write_text(report_file, json.dumps(unfinished) + "\n", option="--report", what="the report to ")
     workers = _workers(worker_specs)
-    try:
-        checked = _validated(inputs)
-    except _Invalid as e:
-        if fmt == "json":
-            raise  # _exits answers in JSON
-        _print_invalid(e)
-        click.echo("nothing was launched", err=True)
-        sys.exit(EXIT_INVALID)
-    for note in checked.warnings:
-        click.echo(render.warn(note), err=True)
-
-    from .._modules import check_importable
-    from ..integrations.verl import _launch
-    from ..integrations.verl._binding import resolve_worker_classes
+    from .._modules import ImportCheck
     from ..integrations.verl._entry import VERL_ENTRY
-    from ..integrations.verl._store import DEFAULT_OFFLOAD_BYTES
 
-    # The recipe's own modules import in a fresh process (as its TaskRunner and workers will), or nothing starts.
+    # The recipe's own modules import in a fresh process (as its TaskRunner and workers will), or nothing starts;
+    # it imports while this one composes, validates and imports verl.
     recipe_modules = [inputs.entry] if inputs.entry and inputs.entry != VERL_ENTRY else []
-    check_importable([*recipe_modules, *(target.partition(":")[0] for target in workers.values()), *imports])
-    resolve_worker_classes(workers)  # fail here, before Ray starts, on a class that cannot be imported or serve
-    if accept_context_change:
-        from ..integrations.verl._checkpoint import accept_context_change as accept
+    with ImportCheck([*recipe_modules, *(target.partition(":")[0] for target in workers.values()), *imports]) as check:
+        try:
+            checked = _validated(inputs)
+        except _Invalid as e:
+            if fmt == "json":
+                raise  # _exits answers in JSON
+            _print_invalid(e)
+            click.echo("nothing was launched", err=True)
+            sys.exit(EXIT_INVALID)
+        for note in checked.warnings:
+            click.echo(render.warn(note), err=True)
 
-        accept(checked.config)
-    all_imports = (*inputs.modules, *imports)
-    threshold = offload_bytes or DEFAULT_OFFLOAD_BYTES
-    click.echo(render.launch_plan(checked.contexts, checked.config, workers, all_imports, threshold, inputs.entry))
-    options: _RunOptions = {
-        "workers": workers,
-        "imports": all_imports,
-        "offload_threshold": threshold,
-        "entry": inputs.entry,
-    }
-    try:
-        if check_only:
-            _check_only(checked)
-            return
-        if rehearse:
-            log = None if verbose else _log_file("rehearsal")
-            click.echo(
-                "rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)..."
-                + (f"\n  verl's and Ray's output: {log} (--verbose shows it here)" if log else "")
-            )
-            try:
-                with _output_into(log) as tell:
-                    records = _launch.rehearse(
-                        checked.config, checked.contexts, **options, require_decoded=False, progress=tell
-                    )
-            except BaseException:
-                if log:
-                    click.echo(f"verl's and Ray's output up to here: {log}", err=True)
-                raise
-            click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
-            report = json.dumps({"ok": True, "records": records}, default=str)
-            if report_file:  # the records of a rehearsal the next check refuses too: they show what was decoded
-                _write_report(report_file, report)
-            try:
-                _launch.check_decoded(records, checked.contexts, checked.config)
-                click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
-            finally:
-                if fmt == "json":  # the report is the last line either way
-                    click.echo(report)
-            return
-        if inputs.entry:
-            click.echo(f"handing over to {inputs.entry}'s own main (its checks, its TaskRunner, bound)")
-        else:
-            click.echo("running verl's pre-launch checks, then handing over to verl's run_ppo")
-        _launch.launch(checked.config, checked.contexts, **options)
-    except LaunchError as e:
-        if show_traceback and e.__cause__ is not None:
-            _print_traceback(e.__cause__)
-        raise
-    except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
-        raise _stopped(e, show_traceback) from None
+        from ..integrations.verl import _launch
+        from ..integrations.verl._binding import resolve_worker_classes
+        from ..integrations.verl._store import DEFAULT_OFFLOAD_BYTES
+
+        if workers:  # their modules are imported here next: told as the import check tells them
+            check.result()
+        resolve_worker_classes(workers)  # fail here, before Ray starts, on a class that cannot be imported or serve
+        if accept_context_change:
+            from ..integrations.verl._checkpoint import accept_context_change as accept
+
+            accept(checked.config)
+        all_imports = (*inputs.modules, *imports)
+        threshold = offload_bytes or DEFAULT_OFFLOAD_BYTES
+        click.echo(render.launch_plan(checked.contexts, checked.config, workers, all_imports, threshold, inputs.entry))
+        options: _RunOptions = {
+            "workers": workers,
+            "imports": all_imports,
+            "offload_threshold": threshold,
+            "entry": inputs.entry,
+            "before_start": check.result,  # answered after verl's checks imported verl here: the imports overlap
+        }
+        try:
+            if check_only:
+                _check_only(checked, check)
+                return
+            if rehearse:
+                log = None if verbose else _log_file("rehearsal")
+                click.echo(
+                    "rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)..."
+                    + (f"\n  verl's and Ray's output: {log} (--verbose shows it here)" if log else "")
+                )
+                try:
+                    with _output_into(log) as tell:
+                        records = _launch.rehearse(
+                            checked.config, checked.contexts, **options, require_decoded=False, progress=tell
+                        )
+                except BaseException:
+                    if log:
+                        click.echo(f"verl's and Ray's output up to here: {log}", err=True)
+                    raise
+                click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
+                report = json.dumps({"ok": True, "records": records}, default=str)
+                if report_file:  # the records of a rehearsal the next check refuses too: they show what was decoded
+                    _write_report(report_file, report)
+                try:
+                    _launch.check_decoded(records, checked.contexts, checked.config)
+                    click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
+                finally:
+                    if fmt == "json":  # the report is the last line either way
+                        click.echo(report)
+                return
+            if inputs.entry:
+                click.echo(f"handing over to {inputs.entry}'s own main (its checks, its TaskRunner, bound)")
+            else:
+                click.echo("running verl's pre-launch checks, then handing over to verl's run_ppo")
+            _launch.launch(checked.config, checked.contexts, **options)
+        except LaunchError as e:
+            if show_traceback and e.__cause__ is not None:
+                _print_traceback(e.__cause__)
+            raise
+        except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
+            raise _stopped(e, show_traceback) from None
 
 
 def _write_failure_report(path: str, exc: BaseException) -> None:
@@ -853,14 +861,17 @@ def _output_into(path: str | None) -> Iterator[Callable[[str], None]]:
         os.close(saved[1])
 
 
-def _check_only(checked: _Checked) -> None:
+def _check_only(checked: _Checked, check: ImportCheck) -> None:
     """``run --check``: what ``launch`` checks before Ray starts, and the GPUs it will ask Ray for; nothing started."""
     from ..integrations.verl._checkpoint import check_resume_before_start
     from ..integrations.verl._launch import check_launch
     from ..integrations.verl._preflight import resource_pools
 
     check_resume_before_start(checked.config, checked.contexts, record=False)
-    check_launch(checked.config)
+    try:
+        check_launch(checked.config)
+    finally:
+        check.result()  # a module that does not import is the first thing to fix: its refusal wins over verl's
     pools = [p for p in resource_pools(checked.config) if p.total]
     needed = sum(p.total for p in pools)
     click.echo(render.ok("verl's pre-launch checks passed (validate_config)"))
@@ -875,6 +886,7 @@ class _RunOptions(TypedDict):
     imports: tuple[str, ...]
     offload_threshold: int
     entry: str | None
+    before_start: Callable[[], None]
 
 
 def _print_traceback(exc: BaseException) -> None:

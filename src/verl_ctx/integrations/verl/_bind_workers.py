@@ -20,13 +20,14 @@ pools.
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ..._envelope import RESERVED_KEY, from_text, to_text
 from ...errors import LaunchError
-from ._binding import WORKER_CLASS_ROLES, bind_role_worker_mapping, check_delivery, resolve_worker_classes
+from ._binding import WORKER_CLASS_ROLES, actor_class, bind_role_worker_mapping, check_delivery, resolve_worker_classes
 
 __all__ = ["BIND_LINE", "PLAN_KEY", "bind_workers", "calls_bind_workers", "code_names", "plan_in_config"]
 
@@ -106,11 +107,12 @@ def _rehearse(mapping: MutableMapping[Any, Any], config: Any, manager: Any, dire
 
 def calls_bind_workers(runner: object) -> bool:
     """Whether a runner's code (a class's methods, or a function) refers to ``bind_workers``: bound by that line."""
-    plain = getattr(runner, "__ray_actor_class__", None) or getattr(runner, "_function", None) or runner
+    plain = getattr(runner, "_function", None) or actor_class(runner)
     functions: list[Any] = []
     if isinstance(plain, type):
         for klass in plain.__mro__:
-            functions += [v for v in vars(klass).values() if isinstance(v, types.FunctionType)]
+            # Ray wraps an actor class's methods in its tracing wrappers (functools.wraps): the recipe's code is inside.
+            functions += [inspect.unwrap(v) for v in vars(klass).values() if isinstance(v, types.FunctionType)]
     elif isinstance(plain, types.FunctionType):
         functions.append(plain)
     return any("bind_workers" in code_names(f.__code__) for f in functions)

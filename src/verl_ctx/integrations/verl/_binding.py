@@ -24,6 +24,7 @@ from ..._sources import ENVELOPES_ATTR
 from ...errors import ConfigError, LaunchError
 
 __all__ = [
+    "actor_class",
     "HOSTED_ROLES",
     "WORKER_CLASS_ROLES",
     "bind_role_worker_mapping",
@@ -272,3 +273,19 @@ def _worker_kind(obj: object, engine_workers: Any) -> str:
         if issubclass(obj, getattr(engine_workers, name)):
             return f"a {name}"
     return "neither a TrainingWorker nor an ActorRolloutRefWorker"
+
+
+def actor_class(remote: Any) -> Any:
+    """The class a Ray actor class (``@ray.remote class ...``) runs; anything else as it is.
+
+    That is Ray's ``__ray_actor_class__``, except for a class derived from another actor's class (reward_queue's
+    ``@ray.remote class TaskRunner(FullyAsyncTaskRunner.__ray_metadata__.modified_class)``): it inherits the
+    attribute, naming its base, and Ray leaves it unmodified, so ``__ray_metadata__.modified_class`` is the class.
+    """
+    plain = getattr(remote, "__ray_actor_class__", None)
+    if plain is None:
+        return remote
+    modified = getattr(getattr(remote, "__ray_metadata__", None), "modified_class", None)
+    if isinstance(modified, type) and "__ray_actor_class__" not in vars(modified):
+        return modified
+    return plain

@@ -445,10 +445,14 @@ def _diff(role: str, old: Any, new: Any, out: _Collector, *, secrets_comparable:
         if _is_sealed(a) and _is_sealed(b) and not secrets_comparable:
             skipped = True
             continue
-        note = "secret changed" if _is_sealed(a) or _is_sealed(b) else ""
+        secret = _is_sealed(a) or _is_sealed(b)
+        note = "secret changed" if secret else ""
         if a is _ABSENT or b is _ABSENT:
             note = "field only in the checkpoint" if b is _ABSENT else "field not in the checkpoint"
-        out.add(Change(role, path or _ROLE, a if a is _ABSENT else _shown(a), b if b is _ABSENT else _shown(b), note))
+        # A path that holds a secret on either side shows neither: the other side's value (saved before the field
+        # became secret, or by a schema that did not declare it) is what the field keeps secret.
+        show = (lambda v: MASK) if secret else _shown
+        out.add(Change(role, path or _ROLE, a if a is _ABSENT else show(a), b if b is _ABSENT else show(b), note))
     if skipped:
         out.notes.append(f"[{role}] secret values not compared: the two checkpoints come from different runs (salts)")
 

@@ -79,6 +79,9 @@ class LaunchOptions(TypedDict, total=False):
     require_decoded: bool
     #: ``rehearse`` only: called with one line per phase as it happens (Ray up, hand-over, each worker built).
     progress: Callable[[str], None] | None
+    #: Called once after verl's checks, right before Ray or the recipe's main starts; raising stops the launch there
+    #: (the CLI's check that the recipe's modules import, run meanwhile in a process of its own, answers here).
+    before_start: Callable[[], None] | None
 
 
 @dataclass(frozen=True)
@@ -245,12 +248,17 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
     ``entry``, what ``python -m ENTRY`` does, with the recipe's own TaskRunners bound.
     """
     recipe = _recipe_entry(options)
-    check_resume_before_start(config, contexts)  # a refused resume costs seconds: before Ray, workers and weights
+    before_start = options.pop("before_start", None) or (lambda: None)
+    try:
+        check_resume_before_start(config, contexts)  # a refused resume costs seconds: before Ray, workers, weights
+        if recipe is None:
+            unused = unused_routing(config)  # what `verl-ctx validate` refuses, for a launch from Python
+            if unused:
+                raise ContextValidationError(unused)
+            check_launch(config)
+    finally:
+        before_start()  # its refusal (a module that does not import) is the first thing to fix: it wins
     if recipe is None:
-        unused = unused_routing(config)  # what `verl-ctx validate` refuses, for a launch from Python
-        if unused:
-            raise ContextValidationError(unused)
-        check_launch(config)
         started = init_ray(config)
         try:
             preflight(config)  # the cluster's GPUs against the config's pools: seconds, not a silent wait
@@ -263,6 +271,10 @@ def launch(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]) 
     elif _needs_store(contexts, options.get("offload_threshold", DEFAULT_OFFLOAD_BYTES)):
         init_ray(config)  # the store must hold the contexts before the runner class that refers to them is made
     _start(config, prepare(config, contexts, **options), recipe)
+
+
+#: The logical CPUs of a rehearsal's Ray cluster when the config sets none (see ``rehearsal_settings``).
+REHEARSAL_CPUS = 32
 
 
 def rehearsal_settings(config: Any) -> list[str]:
@@ -287,9 +299,11 @@ def rehearsal_settings(config: Any) -> list[str]:
             ):
                 config.data[key] = train_batch
                 lowered.append(f"data.{key}={train_batch}")
-        # One CPU process per pool (see _rehearsal); logical CPUs for TransferQueue's actors; no trackers.
+        # One CPU process per pool (see _rehearsal); no trackers. Logical CPUs cost nothing (Ray starts no process
+        # per CPU), while an actor asking for more than the cluster has waits forever: verl's own ask for up to 10
+        # each (the fully-async trainer and rollouter, beside their message queue, TaskRunner and pools).
         if config.ray_kwargs.ray_init.get("num_cpus") is None:
-            config.ray_kwargs.ray_init.num_cpus = 8
+            config.ray_kwargs.ray_init.num_cpus = REHEARSAL_CPUS
         # Ray's dashboard (a head process and its module processes) is a tenth of a rehearsal's CPU time on a small
         # machine and nothing reads it in a minute-long run; a config that sets it keeps its own.
         if config.ray_kwargs.ray_init.get("include_dashboard") is None:
@@ -312,12 +326,16 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
 
     recipe = _recipe_entry(options)
     say = options.pop("progress", None) or (lambda line: None)
+    before_start = options.pop("before_start", None) or (lambda: None)
     for setting in rehearsal_settings(config):
         say(f"{setting} for the rehearsal (the recipe's own batch key, above data.train_batch_size)")
-    check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
-    if recipe is None:
-        check_launch(config)  # a recipe's main runs its own checks
-    _check_cpus(config)
+    try:
+        check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
+        if recipe is None:
+            check_launch(config)  # a recipe's main runs its own checks
+        _check_cpus(config)
+    finally:
+        before_start()  # as in launch: its refusal wins
     say("starting Ray on this machine's CPUs")
     started = init_ray(config)
     try:
@@ -342,6 +360,7 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
                     raise LaunchError(
                         f"the rehearsal stopped before every worker was built: {cause}"
                         + (f" (config key: {key})" if key else "")
+                        + _empty_dataloader(cause, config)
                         + _ray_root_cause(innermost(e)),
                         cause=cause,
                         key=key,
@@ -377,7 +396,9 @@ def _records_told(directory: Path, say: Callable[[str], None], every: float = 0.
                 continue
             seen.add(path.name)
             decoded = ", ".join(str(v).split("(", 1)[0] for v in record.get("decoded", {}).values()) or "nothing"
-            say(f"built {record.get('role')}: {record.get('worker')} in process {record.get('pid')}, decoded {decoded}")
+            verb, after = ("called", f"; then it {record['after']}") if "after" in record else ("built", "")
+            where = f"{record.get('worker')} in process {record.get('pid')}"
+            say(f"{verb} {record.get('role')}: {where}, decoded {decoded}{after}")
 
     def watch() -> None:
         while not done.wait(every):
@@ -415,6 +436,17 @@ def check_decoded(records: Sequence[Mapping[str, Any]], contexts: ContextSet, co
             "workers, actor_rollout_ref=... for the hybrid worker) and read the context there with decode()",
             cause="undecoded " + ", ".join(missing),
         )
+
+
+def _empty_dataloader(cause: str, config: Any) -> str:
+    """For verl's "Train dataloader is empty!": the batch keys that ask for more rows than the data has."""
+    if "dataloader is empty" not in cause:
+        return ""
+    keys = [f"data.{k}={v}" for k, v in config.data.items() if str(k).endswith("batch_size") and isinstance(v, int)]
+    return (
+        f"; one batch is more rows than data.train_files has: {', '.join(keys)} (lower them for the rehearsal, "
+        "or give it more rows)"
+    )
 
 
 def _check_cpus(config: Any) -> None:

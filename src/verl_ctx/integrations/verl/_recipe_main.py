@@ -25,6 +25,7 @@ from typing import Any
 from ..._modules import import_modules
 from ...errors import ConfigError
 from ._bind_workers import BIND_LINE, calls_bind_workers, code_names
+from ._binding import actor_class
 from ._entry import EntryPoint
 from ._runners import runner_family
 
@@ -45,7 +46,7 @@ def recipe_runners(module: types.ModuleType) -> dict[str, Any]:
     from verl.trainer.main_ppo_v0 import BaseTaskRunner
 
     def is_runner(value: object) -> bool:
-        plain = getattr(value, "__ray_actor_class__", None)
+        plain = actor_class(value)
         if isinstance(value, ActorClass):
             return isinstance(plain, type) and callable(getattr(plain, "run", None))
         if not isinstance(value, type) or value.__module__.startswith("verl."):
@@ -55,6 +56,15 @@ def recipe_runners(module: types.ModuleType) -> dict[str, Any]:
         )
 
     found = {name: value for name, value in vars(module).items() if is_runner(value)}
+    # A runner the module imports to derive its own from (verl's FullyAsyncTaskRunner under reward_queue's
+    # TaskRunner) is not run: its subclass is.
+    plain = {name: actor_class(v) for name, v in found.items()}
+    bases = {
+        name
+        for name, cls in plain.items()
+        if any(other is not cls and isinstance(other, type) and cls in other.__mro__ for other in plain.values())
+    }
+    found = {name: value for name, value in found.items() if name not in bases}
     # A ray.remote function is the runner when it binds itself, or when the module has no runner class (the whole
     # job as one function, prime's shape: refused then, with the line to add); beside a runner class it is a helper.
     functions = {name: value for name, value in vars(module).items() if isinstance(value, RemoteFunction)}
@@ -74,7 +84,7 @@ def _binds_itself(module: str, name: str, runner: Any) -> bool:
     except ConfigError:
         if calls_bind_workers(runner):
             return True
-    plain = getattr(runner, "__ray_actor_class__", None) or getattr(runner, "_function", None) or runner
+    plain = getattr(runner, "_function", None) or actor_class(runner)
     shape = "a ray.remote function" if isinstance(plain, types.FunctionType) else "a TaskRunner of no verl family"
     raise ConfigError(
         f"-m {module}: {name} is {shape} (it derives from neither verl's BaseTaskRunner nor TaskRunnerV1), so "
@@ -137,7 +147,7 @@ def run_recipe_main(
 
 
 def _module_classes(module: types.ModuleType, *, exclude: Any) -> list[type]:
-    excluded = {id(getattr(c, "__ray_actor_class__", c)) for c in exclude}
+    excluded = {id(actor_class(c)) for c in exclude}
     return [
         v
         for v in vars(module).values()

@@ -242,23 +242,31 @@ def cpu_pools(manager: Any) -> None:
 
 
 def record_config_roles(config: Any, directory: str, where: str) -> None:
-    """Decode the config-channel roles (reward, custom) from the Hydra config, as a reward manager would."""
+    """Record the config-channel roles (reward, custom): the reward context as the recipe's reward function decodes
+    it when it is handed one (``_rehearse_reward``), else decoded on behalf of a reward manager, from the config."""
     from ..._decode import decode
     from ._binding import WORKER_CLASS_ROLES
+    from ._rehearse_reward import call_reward_function
 
     slot: Mapping[str, Any] = config.get("verl_ctx") or {}
     for role in sorted(slot):
         schema = default_registry.get(str(role))
         if schema is None or role in WORKER_CLASS_ROLES:
             continue
+        record = {"role": str(role), "pid": os.getpid(), "node": socket.gethostname()}
+        called = call_reward_function(config, str(role))
+        if called is not None and called["decoded_roles"]:
+            _write(directory, {**record, **called, "config": "reward_kwargs (verl's reward function loader)"})
+            continue
+        read = "read by verl-ctx from the Hydra config"
+        if called is not None:
+            read += f" ({called['worker']} was handed it and did not decode it; it {called['after']})"
         _write(
             directory,
             {
-                "role": str(role),
+                **record,
                 "worker": where,
-                "pid": os.getpid(),
-                "node": socket.gethostname(),
                 "config": type(config).__qualname__,
-                "decoded": {"read by verl-ctx from the Hydra config": repr(decode(config, schema))},
+                "decoded": {read: repr(decode(config, schema))},
             },
         )

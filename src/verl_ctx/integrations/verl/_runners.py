@@ -34,6 +34,7 @@ from ..._envelope import attach
 from ..._lint import lint_extra_context
 from ...errors import ConfigError, LaunchError
 from ._binding import (
+    actor_class,
     bind_role_worker_mapping,
     bound_envelopes,
     carrying,
@@ -426,7 +427,7 @@ def runner_family(runner: type) -> str:
     from verl.trainer.main_ppo import TaskRunnerV1
     from verl.trainer.main_ppo_v0 import BaseTaskRunner
 
-    plain = getattr(runner, "__ray_actor_class__", runner)
+    plain = actor_class(runner)
     if isinstance(plain, type) and issubclass(plain, BaseTaskRunner):
         return "legacy"
     if isinstance(plain, type) and issubclass(plain, TaskRunnerV1.__ray_actor_class__):
@@ -466,7 +467,7 @@ def make_task_runner(
         else:
             base = _legacy_task_runner()
     options = dict(getattr(base, "_default_options", None) or {})  # a recipe's @ray.remote(num_cpus=1), kept
-    base = getattr(base, "__ray_actor_class__", base)
+    base = actor_class(base)
     mixin = ContextTaskRunnerV1Mixin if runner_family(base) == "v1" else ContextTaskRunnerMixin
     attrs: dict[str, Any] = {WORKERS_ATTR: dict(workers or {}), IMPORTS_ATTR: tuple(imports)}
     if rehearsal is not None:
