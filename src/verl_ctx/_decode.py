@@ -222,7 +222,9 @@ def _build(
         return instance, data
     except ValidationError as e:
         try:
-            failure, omitted = field_errors(e, role=role, schema=schema)
+            # Another schema's payload (skewed or migrated): where the driver's held a secret, the worker's type may
+            # not say so, so no input of it is shown.
+            failure, omitted = field_errors(e, role=role, schema=schema, withhold=not same_shape)
             omitted += dropped
         except RecursionError:
             failure = None
@@ -377,7 +379,12 @@ def _kinds_changed(env: Mapping[str, Any], info: SchemaInfo, schema: type[RoleCo
     SecretStr, model/dict): equal bytes, another typed value. A widening to an optional or union is not a change;
     a field the worker's model does not declare but keeps as an unknown key (``extra="allow"``) is one unless its
     driver's kind is plain data."""
-    theirs = check_fields(env)
+    theirs = dict(check_fields(env))
+    driver_root, worker_root = env["schema_id"].rpartition(":")[2], info.schema_id.rpartition(":")[2]
+    if driver_root != worker_root:
+        # The schema class renamed: its own fields' entries are the worker's root's (nested models keep their names).
+        old = f"{KIND_KEY}{driver_root}."
+        theirs = {f"{KIND_KEY}{worker_root}.{k[len(old) :]}" if k.startswith(old) else k: v for k, v in theirs.items()}
     core = schema.__pydantic_core_schema__
     out = []
     for key, digest in info.field_digests.items():

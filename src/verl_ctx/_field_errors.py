@@ -62,17 +62,26 @@ _PLAIN_LEAVES: tuple[type, ...] = (
 
 
 def field_errors(
-    exc: ValidationError, *, role: str, schema: type[BaseModel], prefix: str = "", limit: int = MAX_ERRORS
+    exc: ValidationError,
+    *,
+    role: str,
+    schema: type[BaseModel],
+    prefix: str = "",
+    limit: int = MAX_ERRORS,
+    withhold: bool = False,
 ) -> tuple[list[FieldError], int]:
-    """The first ``limit`` errors of ``exc`` as ``FieldError``s dotted from ``prefix``, and how many were left out."""
+    """The first ``limit`` errors of ``exc`` as ``FieldError``s dotted from ``prefix``, and how many were left out.
+
+    ``withhold``: show no input at all (the values came from another schema, whose secrets ``schema`` cannot name).
+    """
     out = []
     raw = exc.errors(include_url=False)
     for err in raw[:limit]:
-        out.append(_one(err, role=role, schema=schema, prefix=prefix))
+        out.append(_one(err, role=role, schema=schema, prefix=prefix, withhold=withhold))
     return out, max(0, len(raw) - limit)
 
 
-def _one(err: Any, *, role: str, schema: type[BaseModel], prefix: str) -> FieldError:
+def _one(err: Any, *, role: str, schema: type[BaseModel], prefix: str, withhold: bool = False) -> FieldError:
     parts, tp, known, in_secret_union = _walk(schema, tuple(err["loc"]))
     kind = err["type"]
     path = join_path(prefix, parts)
@@ -85,7 +94,7 @@ def _one(err: Any, *, role: str, schema: type[BaseModel], prefix: str) -> FieldE
         shown = withheld(err.get("input"))  # an unknown field may be a mistyped secret one
         close = suggest(str(err["loc"][-1]), known)
         hint = f"did you mean '{close}'?" if close else (f"known fields: {', '.join(sorted(known))}" if known else None)
-    elif in_secret_union or may_hold_secret(tp):
+    elif withhold or in_secret_union or may_hold_secret(tp):
         shown = withheld(err.get("input"))
     else:
         shown = render_value(err.get("input"))

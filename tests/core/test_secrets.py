@@ -7,7 +7,7 @@ import collections
 import datetime as dt
 import pickle
 import traceback
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import pytest
@@ -120,6 +120,31 @@ def test_skew_that_drops_a_secret_field_names_it_without_its_value() -> None:
     with pytest.raises(SchemaMismatchError) as info:
         decode(env, Worker)
     assert "judge_token" in str(info.value)
+    _assert_clean(_everything_about(info.value))
+
+
+@pytest.mark.parametrize(
+    "worker_type",
+    [int, list[str], Literal["a", "b"], Annotated[str, Field(max_length=5)], str, Any],
+    ids=["int", "list[str]", "Literal", "str with max_length", "str", "Any"],
+)
+def test_a_driver_secret_met_by_a_worker_type_that_is_no_secret_is_a_mismatch_without_its_value(
+    worker_type: Any,
+) -> None:
+    """The worker's schema types the driver's SecretStr as something else: refused, and neither the error (a
+    validation failure of the worker's type) nor a decoded value shows the driver's secret."""
+
+    class Driver(RoleContext, role="critic", registry=ContextRegistry()):
+        token: SecretStr
+
+    worker = create_model(
+        "Worker", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": ContextRegistry()},
+        token=(worker_type, None),
+    )  # fmt: skip
+    env = encode(Driver(token=SECRET))
+    with pytest.raises(SchemaMismatchError) as info:
+        decode(env, worker)
+    assert "token" in str(info.value)
     _assert_clean(_everything_about(info.value))
 
 
