@@ -401,3 +401,25 @@ def test_a_malformed_section_is_one_message_without_the_value(
     assert said in out, out
     assert "Traceback" not in out
     assert "sk-live-123" not in out
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("x = 1" + "+1" * 200_000 + "\n", "nested too deeply for Python's parser"),
+        ("# padding\n" * 500_000, "over the 4194304-byte limit"),
+        ("def main(:\n", "SyntaxError"),
+    ],
+    ids=["200k-deep expression", "over the size cap", "syntax error"],
+)
+def test_an_entry_module_that_cannot_be_read_is_one_line_and_exit_2(
+    run_cli: Run, ctx_module: str, write: Write, source: str, said: str
+) -> None:
+    """-m reads the module's source to find its @hydra.main: a file too big, too deep or not Python is a usage error
+    of one line naming it (never a RecursionError traceback, never minutes of parsing)."""
+    write("odd_main.py", source)
+    res = run_cli("validate", "-s", ctx_module, "-m", "odd_main")
+    assert res.code == 2, res.out + res.err
+    assert said in res.err
+    assert "Traceback" not in res.err
+    assert len(res.err.strip().splitlines()) == 1, res.err

@@ -81,17 +81,19 @@ def _reward_function_takes_it(config: Any) -> bool:
     that is missing or does not parse is verl's to report, when it loads it.
     """
     import ast
-    from pathlib import Path
 
     from omegaconf import OmegaConf
+
+    from ...errors import ConfigError
+    from ._entry import parse_source
 
     path = OmegaConf.select(config, f"{_REWARD_FUNCTION}.path", default=None)
     name = OmegaConf.select(config, f"{_REWARD_FUNCTION}.name", default=None) or "compute_score"
     if not path:
         return False
     try:
-        tree = ast.parse(Path(str(path)).read_bytes())
-    except (OSError, SyntaxError, ValueError):
+        tree = parse_source(str(path), "reward.custom_reward_function.path")
+    except ConfigError:
         return False
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:

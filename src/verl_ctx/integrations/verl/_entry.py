@@ -68,8 +68,31 @@ def entry_point(module: str | None = None) -> EntryPoint:
     """The entry point ``python -m MODULE`` runs (verl's ``main_ppo`` when ``module`` is None), read, not imported."""
     name = module or VERL_ENTRY
     origin = _module_file(name)
-    function, config_path, config_name, computed = _hydra_main_arguments(origin, name)
-    return EntryPoint(name, origin, config_path, config_name, function, computed, _starts_known_runner(origin))
+    tree = parse_source(origin, f"-m {name}")
+    function, config_path, config_name, computed = _hydra_main_arguments(tree, origin, name)
+    return EntryPoint(name, origin, config_path, config_name, function, computed, _starts_known_runner(tree))
+
+
+#: The largest source file read to find an entry point (recipe mains are kilobytes; a bigger file is not one, and
+#: parsing hundreds of megabytes would cost minutes and gigabytes before anything was said).
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+
+
+def parse_source(path: str, what: str) -> ast.Module:
+    """The syntax tree of the Python file at ``path``, read, never imported; ``ConfigError`` naming ``what`` when
+    it is too big, unreadable, or does not parse (a syntax error, or nesting deeper than Python's parser allows)."""
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_SOURCE_BYTES:
+            raise ConfigError(
+                f"{what}: {path} is {size} bytes, over the {MAX_SOURCE_BYTES}-byte limit for a module verl-ctx reads "
+                "to find its entry point; name the module that holds the @hydra.main function"
+            )
+        return ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError, MemoryError) as e:
+        raise ConfigError(f"{what}: cannot read {path} ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    except RecursionError:
+        raise ConfigError(f"{what}: cannot read {path} (nested too deeply for Python's parser)") from None
 
 
 #: Names whose use means the module starts a runner that registers verl's roles by verl's rules: verl's runner
@@ -77,9 +100,8 @@ def entry_point(module: str | None = None) -> EntryPoint:
 KNOWN_RUNNER_NAMES = frozenset({"BaseTaskRunner", "TaskRunnerV1", "run_ppo", "bind_workers"})
 
 
-def _starts_known_runner(path: str) -> bool:
+def _starts_known_runner(tree: ast.Module) -> bool:
     """Whether the module's source uses one of ``KNOWN_RUNNER_NAMES`` (read, not imported; verl's own main does)."""
-    tree = ast.parse(Path(path).read_bytes(), filename=path)  # parsed once already by _hydra_main_arguments
     for node in ast.walk(tree):
         name = (
             node.id
@@ -131,13 +153,11 @@ def _module_file(name: str) -> str:
     return str(found)
 
 
-def _hydra_main_arguments(path: str, module: str) -> tuple[str, str | None, str | None, tuple[str, ...]]:
+def _hydra_main_arguments(
+    tree: ast.Module, path: str, module: str
+) -> tuple[str, str | None, str | None, tuple[str, ...]]:
     """The module's ``@hydra.main`` function (the one named ``main`` first), its ``config_path`` and
     ``config_name``, and which of the two are computed rather than literal."""
-    try:
-        tree = ast.parse(Path(path).read_bytes(), filename=path)
-    except (OSError, SyntaxError, ValueError) as e:
-        raise ConfigError(f"-m {module}: cannot read {path} ({type(e).__name__}: {e})") from None
     module_names, main_names = _hydra_names(tree)
     found: list[tuple[str, ast.Call]] = []
     for node in tree.body:  # module-level functions: what `python -m` can run
