@@ -286,12 +286,16 @@ def render_value(value: Any, limit: int = _MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: What every output shows in place of a secret value.
+MASK = "**********"
+
+
 def plain(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON-native data: secrets masked, enums by value, times in ISO form."""
     if depth > 20:
         return "..."
     if isinstance(value, (SecretStr, SecretBytes)):
-        return "**********"
+        return MASK
     if isinstance(value, BaseModel):
         # Its fields only: a cached_property's value, once read, sits in __dict__ too, and may be made from a
         # secret (a "Bearer ..." header) where nothing says to mask it.
@@ -300,7 +304,7 @@ def plain(value: Any, depth: int = 0) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):  # its fields, each masked as needed
         return {f.name: plain(getattr(value, f.name, None), depth + 1) for f in dataclasses.fields(value)}
     if isinstance(value, _SecretBase):  # pydantic.Secret[...]
-        return "**********"
+        return MASK
     if isinstance(value, enum.Enum):
         return plain(value.value, depth + 1)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):

@@ -9,13 +9,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ._contextset import ContextSet, Provenance, Source
-from ._field_errors import field_errors, join_path, may_hold_secret, plain, suggest, withheld
+from ._field_errors import MASK, field_errors, join_path, may_hold_secret, plain, suggest, withheld
 from ._lint import lint_sizes
 from ._registry import ContextRegistry, default_registry
 from ._roles import inactive_roles
 from ._schema import RoleContext
 from ._unknown_keys import unknown_keys
-from .errors import ConfigError, ContextValidationError, FieldError, InactiveRoleWarning
+from .errors import ConfigError, ContextValidationError, FieldError, InactiveRoleWarning, LiteralSecretWarning
 
 __all__ = ["SECTION", "validate"]
 
@@ -73,6 +73,8 @@ def validate(
         warnings.warn(InactiveRoleWarning(note), stacklevel=2)
     if errors:
         raise ContextValidationError(errors)
+    for note in _literal_secrets(config, provenance, overrides):
+        warnings.warn(LiteralSecretWarning(note), stacklevel=2)
     result = ContextSet(contexts, provenance)
     lint_sizes(result.payload_sizes())
     return result
@@ -156,6 +158,58 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{what} should be a mapping; got {type(value).__name__}")
     return value
+
+
+def _literal_secrets(config: object, provenance: Sequence[Provenance], overrides: Sequence[str]) -> list[str]:
+    """A note for each secret given as a literal rather than from the environment (``${oc.env:NAME}``): on the
+    command line it is readable in ``ps`` and the shell's history while the job runs; in a config file, by whoever
+    reads, tracks or copies the file. The value is never part of the note."""
+    notes = []
+    for row in provenance:
+        if row.source == "schema default" or not _holds_mask(row.value):
+            continue
+        if row.source == "command-line override":
+            given = [o.split("=", 1)[1] for o in overrides if "=" in o and _sets(o.split("=", 1)[0], row.path)]
+            if given and all("${" in value for value in given):
+                continue
+            where = "on the command line, where `ps` and the shell's history show it while the job runs"
+        else:
+            # A mapping built in Python is no file; a Hydra config's value that is an interpolation is not literal.
+            if not type(config).__module__.startswith("omegaconf") or _interpolated(config, row.path):
+                continue
+            where = "in a config file, where whoever reads, tracks or copies the file sees it"
+        notes.append(
+            f"[{row.role}] {row.path}: a secret given as a literal {where}; give it from the environment instead: "
+            f"{row.path.rpartition('.')[2]}: ${{oc.env:NAME}} in the config file (on the command line, in single "
+            f"quotes: '+{row.path}=${{oc.env:NAME}}')"
+        )
+    return notes
+
+
+def _holds_mask(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(_holds_mask(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_mask(v) for v in value)
+    return bool(value == MASK)
+
+
+def _sets(key: str, path: str) -> bool:
+    """Whether an override's key (``+extra_context.reward.judge``) sets ``path`` or a mapping holding it."""
+    key = key.lstrip("+~")
+    return path == key or path.startswith(key + ".")
+
+
+def _interpolated(config: object, path: str) -> bool:
+    """Whether the config's value at ``path`` (unresolved) is an interpolation: from the environment, a resolver."""
+    from omegaconf import OmegaConf
+
+    parent_path, _, key = path.rpartition(".")
+    try:
+        parent = OmegaConf.select(config, parent_path) if parent_path else config
+        return bool(parent is not None and OmegaConf.is_interpolation(parent, key))
+    except Exception:  # noqa: BLE001 - a node OmegaConf cannot select: say nothing rather than guess
+        return True
 
 
 def _override_paths(overrides: Sequence[str]) -> list[str]:

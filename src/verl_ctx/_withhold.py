@@ -63,7 +63,7 @@ def check_overrides(overrides: Sequence[str]) -> None:
             raise ConfigError(
                 f"{named(position, override)}: Hydra's override grammar cannot read its value (not shown: it may "
                 "be a secret). Quote a value holding spaces or any of / ( ) [ ] { } $ ' \" = + , : as key='value' "
-                "(a ' inside it as \\'), or give secrets in the config file instead of on the command line"
+                "(a ' inside it as \\'); a secret comes from the environment, key='${oc.env:NAME}', never as a literal"
             ) from None
 
 

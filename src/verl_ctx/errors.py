@@ -17,6 +17,7 @@ Catch ``ContextError`` to handle them all::
     ContextWarning (UserWarning)
      ├── SchemaSkewWarning         driver and worker schemas differ in a way that provably loses nothing
      ├── InactiveRoleWarning       a context is given for a role this run will not start
+     ├── LiteralSecretWarning      a secret is given as a literal (command line, config file), not from the env
      └── PayloadWarning            a payload is large, or raw ``extra_context`` holds something risky
 
 Messages name the role and a path (``extra_context.critic.rows[0].weight``), say what was expected, what came
@@ -44,6 +45,7 @@ __all__ = [
     "FieldError",
     "InactiveRoleWarning",
     "LaunchError",
+    "LiteralSecretWarning",
     "MissingContextError",
     "PayloadWarning",
     "SchemaDefinitionError",
@@ -210,6 +212,10 @@ class SchemaSkewWarning(ContextWarning):
 
 class InactiveRoleWarning(ContextWarning):
     """A context is configured for a role the run will not start, so nothing will read it."""
+
+
+class LiteralSecretWarning(ContextWarning):
+    """A secret was given as a literal (on the command line or in a config file) rather than from the environment."""
 
 
 class PayloadWarning(ContextWarning):

@@ -423,3 +423,21 @@ def test_an_entry_module_that_cannot_be_read_is_one_line_and_exit_2(
     assert said in res.err
     assert "Traceback" not in res.err
     assert len(res.err.strip().splitlines()) == 1, res.err
+
+
+@pytest.mark.parametrize("command", ["describe", "config"])
+def test_a_secret_inside_another_value_is_masked_in_what_the_command_prints(
+    run_cli: Run, ctx_module: str, command: str
+) -> None:
+    """The judge's key from the environment, and the same key inside the judge's URL (a plain str field, which no
+    schema marks secret): every output goes through one redaction, so the key shows nowhere, in no encoding."""
+    key = "sk-url-embedded-8c41d2"
+    res = run_cli(
+        command, "-s", ctx_module, "+extra_context.reward.judge.api_key=${oc.env:JUDGE_KEY}",
+        f"+extra_context.reward.judge.url='http://judge.internal/score?key={key}'",
+        env={"JUDGE_KEY": key},
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    assert "http://judge.internal/score?key=**********" in res.out
+    for form in (key, key.encode().hex()):
+        assert form not in res.out + res.err

@@ -39,6 +39,7 @@ PUBLIC = {
         "FieldError",
         "InactiveRoleWarning",
         "LaunchError",
+        "LiteralSecretWarning",
         "MissingContextError",
         "PayloadWarning",
         "SchemaDefinitionError",

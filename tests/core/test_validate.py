@@ -80,17 +80,44 @@ def test_nested_secret_is_redacted_in_a_parent_error() -> None:
     assert "hunter2" not in str(info.value)
 
 
-def test_omegaconf_config_with_interpolation(reg: ContextRegistry) -> None:
-    """A DictConfig is resolved before validation, so interpolations reach the schema as values."""
+def test_omegaconf_config_with_interpolation(reg: ContextRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DictConfig is resolved before validation, so interpolations reach the schema as values (a secret from the
+    environment, as it should come: no warning)."""
     from omegaconf import OmegaConf
 
+    monkeypatch.setenv("TEST_JUDGE_KEY", "k")
     cfg = OmegaConf.create(
         {
             "base": 0.7,
-            "extra_context": {"critic": {"value_clip": "${base}"}, "reward": {"judge_url": "u", "api_key": "k"}},
+            "extra_context": {
+                "critic": {"value_clip": "${base}"},
+                "reward": {"judge_url": "u", "api_key": "${oc.env:TEST_JUDGE_KEY}"},
+            },
         }
     )
     assert validate(cfg, registry=reg)["critic"].value_clip == 0.7  # type: ignore[attr-defined]
+
+
+def test_a_secret_given_as_a_literal_warns_without_its_value(reg: ContextRegistry) -> None:
+    """On the command line (readable in `ps`) or in a config file, a literal secret is a LiteralSecretWarning that
+    names the path and the way to give it from the environment, never the value; a mapping built in Python is not."""
+    from omegaconf import OmegaConf
+
+    from verl_ctx.errors import LiteralSecretWarning
+
+    secret = "sk-literal-7f3a9c2e"
+    section = {"extra_context": {"reward": {"judge_url": "u", "api_key": secret}}}
+    with pytest.warns(LiteralSecretWarning) as caught:
+        validate(OmegaConf.create(section), registry=reg, overrides=[f"+extra_context.reward.api_key={secret}"])
+    (note,) = [str(w.message) for w in caught]
+    assert note.startswith("[reward] extra_context.reward.api_key: a secret given as a literal on the command line")
+    assert "'+extra_context.reward.api_key=${oc.env:NAME}'" in note
+    with pytest.warns(LiteralSecretWarning, match="literal in a config file") as caught:
+        validate(OmegaConf.create(section), registry=reg)
+    assert all(secret not in str(w.message) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate(section, registry=reg)  # a mapping built in Python: no file, no command line
 
 
 def test_describe_reports_provenance_and_hides_secrets(reg: ContextRegistry) -> None:

@@ -180,6 +180,17 @@ def main(config):
 """
 
 
+# An --import module that says where it was imported: in a Ray worker (the runner's process) or not.
+_IMPORT_MARKER = """
+import os
+
+import ray
+
+with open(os.environ["VERL_CTX_TEST_IMPORTED"], "a") as f:
+    f.write("in a Ray worker\\n" if ray.is_initialized() else "outside Ray\\n")
+"""
+
+
 def _write_unit_recipes(folder: Path) -> None:
     """Entry modules in shapes the collection uses, whose mains return what they would start instead of training."""
     folder.mkdir()
@@ -192,6 +203,7 @@ def _write_unit_recipes(folder: Path) -> None:
     (folder / "main_function_without_the_line.py").write_text(_FUNCTION_WITHOUT_THE_LINE)
     (folder / "main_fully_async_without_the_line.py").write_text(_FULLY_ASYNC_WITHOUT_THE_LINE)
     (folder / "main_evaluation.py").write_text(_EVALUATION)
+    (folder / "import_marker.py").write_text(_IMPORT_MARKER)
 
 
 @pytest.fixture
@@ -213,10 +225,12 @@ def in_collection(collection: Path, monkeypatch: pytest.MonkeyPatch, empty_defau
     return collection
 
 
-def _verl_ctx(collection: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def _verl_ctx(
+    collection: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The installed `verl-ctx ARGS`, run from the checkout as the docs say, with nothing on PYTHONPATH: the recipe's
     modules (-s, -m, --worker) are found from the working directory, by verl-ctx and by every Ray worker."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "NO_COLOR": "1", **(env or {})}
     env.pop("PYTHONPATH", None)
     command = [str(Path(sys.executable).with_name("verl-ctx")), *args]
     return subprocess.run(
@@ -621,8 +635,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return tiny_run_args(tiny_model(scratch / "model"), tiny_dataset(scratch / "data"))
 
 
-def _run(collection: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return _verl_ctx(collection, "run", *args)
+def _run(collection: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return _verl_ctx(collection, "run", *args, env=env)
 
 
 def test_testing_cli_prints_a_tiny_runs_overrides(tmp_path: Path) -> None:
@@ -695,16 +709,19 @@ def test_rehearsal_of_the_legacy_recipe_main_delivers_every_role_to_its_workers(
 @pytest.mark.ray
 @pytest.mark.parametrize("main", ["main_plain_runner", "main_task_function", "main_own_remote"])
 def test_a_runner_of_any_shape_binds_itself_with_one_line_and_every_role_is_decoded(
-    collection: Path, tiny: list[str], main: str
+    collection: Path, tiny: list[str], main: str, tmp_path: Path
 ) -> None:
     """A plain ray.remote runner, a ray.remote function and a plain class its main makes remote, each with the one
-    bind_workers line: the rehearsal builds the recipe's workers and each decodes its role's context."""
+    bind_workers line: the rehearsal builds the recipe's workers and each decodes its role's context; the --import
+    module was imported in the runner's process (a Ray worker) too, as for a bound runner."""
+    marker = tmp_path / "imported.txt"
     out = _run(
         collection, "--rehearse", "--format", "json", "-s", SCHEMAS, "-m", f"recipe.shaped_ppo.{main}", *SCRIPT_ARGS,
-        *tiny,
+        "--import", "unit_recipes.import_marker", *tiny, env={"VERL_CTX_TEST_IMPORTED": str(marker)},
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     _every_role_decoded_by_the_recipe(out)
+    assert "in a Ray worker" in marker.read_text().splitlines()
 
 
 def _skip_without_fully_async() -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 import click
 
 from .._contextset import ContextSet
+from .._redact import RedactingStream, learn, redact
 from ..errors import ConfigError, ContextError, ContextValidationError, FieldError, LaunchError
 from . import _render as render
 
@@ -363,6 +364,7 @@ def _validated(inputs: ConfigInputs) -> _Checked:
             raise _Invalid(error, render.warning_texts(caught), config, unknown) from None
     if unused:
         raise _Invalid(ContextValidationError(unused), render.warning_texts(caught), config, unknown)
+    learn(contexts)  # from here on, whatever this command writes masks their secrets (verl_ctx._redact)
     return _Checked(config, contexts, render.warning_texts(caught), unknown)
 
 
@@ -538,7 +540,7 @@ def _write_text(path: str, text: str, *, option: str, what: str = "") -> None:
     """``text`` into ``path``, its folder made; a path that cannot be written is a usage error naming ``option``."""
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text)
+        Path(path).write_text(redact(text))
     except OSError as e:  # a read-only place, a file where a folder is needed, ...
         raise ConfigError(f"cannot write {what}{path!r}: {e.strerror or e}; choose a writable {option} path") from None
 
@@ -837,7 +839,7 @@ def _output_into(path: str | None) -> Iterator[Callable[[str], None]]:
 
     def to(fd: int) -> Callable[[str], None]:
         def write(line: str) -> None:
-            os.write(fd, f"  {line}\n".encode())
+            os.write(fd, redact(f"  {line}\n").encode())
 
         return write
 
@@ -918,8 +920,16 @@ def _stopped(exc: BaseException, show_traceback: bool) -> ContextError:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
-    cli.main(args=list(argv) if argv is not None else None, prog_name="verl-ctx")
+    """Console-script entry point. Everything the command prints goes through ``redact`` (``verl_ctx._redact``): the
+    secrets of the contexts it validated never reach the terminal, whichever path printed them."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="verl-ctx")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = streams
 
 
 from . import _diff  # noqa: E402,F401  (registers `verl-ctx diff` on cli)

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from ..._envelope import RESERVED_KEY, from_text, to_text
+from ..._modules import import_modules
 from ...errors import LaunchError
 from ._binding import WORKER_CLASS_ROLES, actor_class, bind_role_worker_mapping, check_delivery, resolve_worker_classes
 
@@ -46,9 +47,12 @@ def plan_in_config(
     envelopes: Mapping[str, Mapping[str, Any]],
     *,
     workers: Mapping[str, str] | None = None,
+    imports: Sequence[str] = (),
     rehearsal: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write the worker roles' envelopes and the plan into ``config`` (in place), for ``bind_workers`` to read."""
+    """Write the worker roles' envelopes and the plan into ``config`` (in place), for ``bind_workers`` to read:
+    the ``--worker`` classes, the modules to import in the runner's process (``-s``, ``--import``), and in a
+    rehearsal where to record."""
     from omegaconf import open_dict
 
     with open_dict(config):
@@ -57,7 +61,11 @@ def plan_in_config(
         for role in sorted(envelopes):
             if role in WORKER_CLASS_ROLES:
                 config[RESERVED_KEY][role] = to_text(envelopes[role])
-        config[PLAN_KEY] = {"workers": dict(workers or {}), "rehearsal_dir": (rehearsal or {}).get("dir")}
+        config[PLAN_KEY] = {
+            "workers": dict(workers or {}),
+            "imports": list(imports),
+            "rehearsal_dir": (rehearsal or {}).get("dir"),
+        }
 
 
 def bind_workers(
@@ -79,6 +87,8 @@ def bind_workers(
             cause="no verl-ctx plan in the config",
             key=PLAN_KEY,
         )
+    # What a bound runner imports before verl looks anything up (_runners): the schemas and --import modules.
+    import_modules([str(m) for m in plan.get("imports") or ()], what="module given to verl-ctx run")
     slot = config.get(RESERVED_KEY) or {}
     envelopes = {str(role): from_text(str(text)) for role, text in slot.items() if role in WORKER_CLASS_ROLES}
     specs = {str(k): str(v) for k, v in (plan.get("workers") or {}).items()}

@@ -48,7 +48,7 @@ from ..._codec import _enc_hook, _prepare_all, decode_payload
 from ..._contextset import holds_secret
 from ..._decode import decode
 from ..._envelope import RESERVED_KEY, encode, from_text, to_text
-from ..._field_errors import plain
+from ..._field_errors import MASK, plain
 from ..._fingerprint import schema_info
 from ..._registry import default_registry, qualified_name
 from ..._schema import RoleContext
@@ -76,7 +76,6 @@ ENVELOPES_FILE, CONTEXTS_FILE, HISTORY_FILE = "envelopes.json", "contexts.json",
 #: Top-level config key that lets a resume go on with changed contexts (``+verl_ctx_accept_change=true``).
 ACCEPT_KEY = "verl_ctx_accept_change"
 SEALED_PREFIX = "verl-ctx-sealed:"
-MASK = "**********"  # what plain() shows for a secret
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 #: Changes kept per comparison (a rewritten 100,000-row table is one decision, not 100,000 lines).
 MAX_CHANGES = 1000

@@ -212,7 +212,9 @@ def prepare(
         )
 
     def in_config() -> None:
-        plan_in_config(config, envelopes, workers=options.get("workers"), rehearsal=rehearsal)
+        plan_in_config(
+            config, envelopes, workers=options.get("workers"), imports=options.get("imports", ()), rehearsal=rehearsal
+        )
 
     return Prepared(
         runner_for(options.get("task_runner_base")), channels, contexts.payload_sizes(), runner_for, in_config

@@ -1,0 +1,143 @@
+"""The one redaction every output of a process goes through: the secret values it has seen, in any encoding.
+
+Each output path also shows secrets as stars on its own (``plain``, withheld inputs, sealed checkpoints), but a
+path that forgets, or a value made from a secret (an ``Authorization`` header, a URL with the key in it, a user's
+``print``), would show it. So the values themselves are learnt where they come in (``learn``, from validated
+contexts) and every text the command writes is passed through ``redact``: the CLI wraps its standard output and
+error streams and the files it writes, so a new output path is redacted by construction.
+
+A secret is looked for as itself and as the encodings an output could carry it in: JSON-escaped, base64 (standard
+and URL-safe, at each of the three alignments a value can start at inside a longer base64 text), and hex. Values
+shorter than ``MIN_LENGTH`` are not learnt: masking every ``"1"`` in the output would say where a one-character
+secret is without hiding anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+from pydantic import BaseModel
+from pydantic.types import _SecretBase  # SecretStr's, SecretBytes' and Secret[T]'s one base
+
+from ._field_errors import MASK
+
+__all__ = ["MIN_LENGTH", "RedactingStream", "forget_all", "learn", "redact", "secret_values"]
+
+MIN_LENGTH = 4
+
+# Every form of every secret learnt in this process, longest first (a form inside a longer one is masked after it).
+_forms: list[str] = []
+_known: set[str] = set()
+
+
+def secret_values(value: Any, depth: int = 0) -> Iterable[str]:
+    """The values of every secret in ``value`` (models, dataclasses, mappings, sequences), as text."""
+    if depth > 64:
+        return
+    if isinstance(value, _SecretBase):
+        inner = value.get_secret_value()
+        yield inner.decode("utf-8", "replace") if isinstance(inner, bytes) else str(inner)
+    elif isinstance(value, BaseModel):
+        extra = value.__pydantic_extra__ or {}
+        for item in (*value.__dict__.values(), *extra.values()):
+            yield from secret_values(item, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from secret_values(getattr(value, field.name, None), depth + 1)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from secret_values(key, depth + 1)
+            yield from secret_values(item, depth + 1)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from secret_values(item, depth + 1)
+
+
+def learn(value: Any) -> None:
+    """Remember the secrets in ``value`` (a context, a ``ContextSet``, any container): ``redact`` masks them."""
+    if isinstance(value, Mapping) and not isinstance(value, BaseModel):
+        value = dict(value)
+    for secret in secret_values(value):
+        if len(secret) >= MIN_LENGTH and secret not in _known:
+            _known.add(secret)
+            _forms.extend(f for f in _encodings(secret) if len(f) >= MIN_LENGTH and f not in _forms)
+    _forms.sort(key=len, reverse=True)
+
+
+def forget_all() -> None:
+    """Forget every secret learnt (a test's isolation; a process that is done with its contexts)."""
+    _forms.clear()
+    _known.clear()
+
+
+def redact(text: str) -> str:
+    """``text`` with every learnt secret, in every form ``_encodings`` names, replaced by stars."""
+    if not _forms:
+        return text
+    for form in _forms:
+        if form in text:
+            text = text.replace(form, MASK)
+    return text
+
+
+def _encodings(secret: str) -> list[str]:
+    raw = secret.encode()
+    forms = [secret, json.dumps(secret)[1:-1], raw.hex(), raw.hex().upper()]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        forms.append(encode(raw).decode())  # the secret encoded alone, padding and all
+        for pad in range(3):  # inside a longer base64 text, the secret's bytes start at one of three alignments
+            data = b"\0" * pad + raw
+            whole = encode(data[: len(data) // 3 * 3]).decode()  # groups of three bytes: each four characters
+            part = whole[4:] if pad else whole  # the first group mixes in the bytes before the secret
+            if len(part) >= 8:
+                forms.append(part)
+    return list(dict.fromkeys(forms))
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that writes everything through ``redact`` to the stream it wraps.
+
+    Line-buffered: a secret split across two ``write`` calls is masked as long as it sits on one line, which is how
+    every output of the CLI is written (``click.echo`` writes a whole message and its newline).
+    """
+
+    def __init__(self, wrapped: TextIO) -> None:
+        self._wrapped = wrapped
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        if not _forms:
+            self._flush_pending()
+            return self._wrapped.write(text)
+        self._pending += text
+        if "\n" in self._pending:
+            done, _, self._pending = self._pending.rpartition("\n")
+            self._wrapped.write(redact(done + "\n"))
+        return len(text)
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self._wrapped.write(redact(self._pending))
+            self._pending = ""
+
+    def flush(self) -> None:
+        self._flush_pending()
+        self._wrapped.flush()
+
+    def isatty(self) -> bool:
+        return self._wrapped.isatty()
+
+    def fileno(self) -> int:
+        return self._wrapped.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._wrapped, "encoding", "utf-8")
+
+    def writable(self) -> bool:
+        return True
