@@ -22,6 +22,7 @@ import pytest
 from verl_ctx import ContextSet, validate
 from verl_ctx.errors import ContextError
 from verl_ctx.integrations.verl import bind_role_worker_mapping, make_task_runner
+from verl_ctx.integrations.verl._launch import REHEARSAL_CPUS
 
 from .conftest import REPO
 from .contexts import REGISTRY, SCHEMAS
@@ -150,7 +151,7 @@ def test_ray_init_kwargs_are_run_ppos_for_this_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
-        ((), (False, 8)),
+        ((), (False, REHEARSAL_CPUS)),
         (("++ray_kwargs.ray_init.include_dashboard=true", "++ray_kwargs.ray_init.num_cpus=3"), (True, 3)),
     ],
     ids=["unset", "set-by-the-launch"],
