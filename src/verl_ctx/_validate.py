@@ -177,7 +177,7 @@ def _literal_secrets(config: object, provenance: Sequence[Provenance], overrides
             # A mapping built in Python is no file; a Hydra config's value that is an interpolation is not literal.
             if not type(config).__module__.startswith("omegaconf") or _interpolated(config, row.path):
                 continue
-            where = "in a config file, where whoever reads, tracks or copies the file sees it"
+            where = "in the config, where whoever reads, tracks or copies the file it came from sees it"
         notes.append(
             f"[{row.role}] {row.path}: a secret given as a literal {where}; give it from the environment instead: "
             f"{row.path.rpartition('.')[2]}: ${{oc.env:NAME}} in the config file (on the command line, in single "

@@ -69,7 +69,7 @@ def test_short_values_are_not_learnt() -> None:
 def test_the_stream_masks_a_secret_written_in_pieces_on_one_line() -> None:
     _redact.learn(SecretStr(SECRET))
     out = io.StringIO()
-    stream = _redact.RedactingStream(out)  # type: ignore[arg-type]
+    stream = _redact.RedactingStream(out)
     stream.write("Authorization: Bearer ")
     stream.write(SECRET[:5])
     stream.write(SECRET[5:] + "\nnext line")

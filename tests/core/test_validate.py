@@ -112,7 +112,7 @@ def test_a_secret_given_as_a_literal_warns_without_its_value(reg: ContextRegistr
     (note,) = [str(w.message) for w in caught]
     assert note.startswith("[reward] extra_context.reward.api_key: a secret given as a literal on the command line")
     assert "'+extra_context.reward.api_key=${oc.env:NAME}'" in note
-    with pytest.warns(LiteralSecretWarning, match="literal in a config file") as caught:
+    with pytest.warns(LiteralSecretWarning, match="literal in the config") as caught:
         validate(OmegaConf.create(section), registry=reg)
     assert all(secret not in str(w.message) for w in caught)
     with warnings.catch_warnings():

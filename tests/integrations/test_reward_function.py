@@ -19,6 +19,13 @@ pytestmark = pytest.mark.ray
 
 SECRET = "sk-judge-0123456789"
 
+
+@pytest.fixture(autouse=True)
+def _judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's key in the environment, where the config reads it (``${oc.env:...}``)."""
+    monkeypatch.setenv("VERL_CTX_TEST_JUDGE_KEY", SECRET)
+
+
 # A GRPO recipe's reward function: an LLM judge's URL, key and timeout from the reward context.
 _JUDGED = f"""
 from verl_ctx import decode
@@ -40,12 +47,13 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
 
 
 def _prepared(reward_file: Path) -> tuple[Any, dict[str, str]]:
-    """verl's config with the reward function and the reward context set, validated, and prepared for launch."""
+    """verl's config with the reward function and the reward context set (the key from the environment, as a secret
+    should come), validated, and prepared for launch."""
     config = compose_config(
         [
             f"reward.custom_reward_function.path={reward_file}",
             "+extra_context.reward.judge.url=http://judge.internal:8000",
-            f"+extra_context.reward.judge.api_key={SECRET}",
+            "+extra_context.reward.judge.api_key=${oc.env:VERL_CTX_TEST_JUDGE_KEY}",
             "+extra_context.reward.length_penalty=-0.25",
         ]
     )
