@@ -756,30 +756,7 @@ def _run(
                 _check_only(checked, check)
                 return
             if rehearse:
-                log = None if verbose else _log_file("rehearsal")
-                click.echo(
-                    "rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)..."
-                    + (f"\n  verl's and Ray's output: {log} (--verbose shows it here)" if log else "")
-                )
-                try:
-                    with _output_into(log) as tell:
-                        records = _launch.rehearse(
-                            checked.config, checked.contexts, **options, require_decoded=False, progress=tell
-                        )
-                except BaseException:
-                    if log:
-                        click.echo(f"verl's and Ray's output up to here: {log}", err=True)
-                    raise
-                click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
-                report = json.dumps({"ok": True, "records": records}, default=str)
-                if report_file:  # the records of a rehearsal the next check refuses too: they show what was decoded
-                    _write_report(report_file, report)
-                try:
-                    _launch.check_decoded(records, checked.contexts, checked.config)
-                    click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
-                finally:
-                    if fmt == "json":  # the report is the last line either way
-                        click.echo(report)
+                _rehearsal(checked, options, verbose=verbose, fmt=fmt, report_file=report_file)
                 return
             if inputs.entry:
                 click.echo(f"handing over to {inputs.entry}'s own main (its checks, its TaskRunner, bound)")
@@ -792,6 +769,37 @@ def _run(
             raise
         except Exception as e:  # noqa: BLE001 - verl stopped after the hand-over: one line here, the rest in a file
             raise _stopped(e, show_traceback) from None
+
+
+def _rehearsal(checked: _Checked, options: _RunOptions, *, verbose: bool, fmt: str, report_file: str | None) -> None:
+    """``run --rehearse``: the launch on this machine's CPUs, its phases told as they happen, verl's and Ray's output
+    in a log file (unless ``verbose``), then the table of what each worker decoded and the report."""
+    from ..integrations.verl import _launch
+
+    log = None if verbose else _log_file("rehearsal")
+    click.echo(
+        "rehearsing on this machine's CPUs: Ray, TaskRunner, trainer, workers (about a minute)..."
+        + (f"\n  verl's and Ray's output: {log} (--verbose shows it here)" if log else "")
+    )
+    try:
+        with _output_into(log) as tell:
+            records = _launch.rehearse(
+                checked.config, checked.contexts, **options, require_decoded=False, progress=tell
+            )
+    except BaseException:
+        if log:
+            click.echo(f"verl's and Ray's output up to here: {log}", err=True)
+        raise
+    click.echo(render.table(["role", "worker class", "pid", "decoded"], render.rehearsal_rows(records)))
+    report = json.dumps({"ok": True, "records": records}, default=str)
+    if report_file:  # the records of a rehearsal the next check refuses too: they show what was decoded
+        _write_report(report_file, report)
+    try:
+        _launch.check_decoded(records, checked.contexts, checked.config)
+        click.echo(render.ok(f"rehearsal complete: {len(records)} worker record(s); nothing was trained"))
+    finally:
+        if fmt == "json":  # the report is the last line either way
+            click.echo(report)
 
 
 def _write_failure_report(path: str, exc: BaseException) -> None:
