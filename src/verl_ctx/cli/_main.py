@@ -321,6 +321,19 @@ class _Invalid(ContextValidationError):
         self.roles_unknown = roles_unknown
 
 
+def _valid_or_exit(inputs: ConfigInputs, fmt: str, *, then: str | None = None) -> _Checked:
+    """``_validated``, or exit 1 with every error printed (and ``then``); in JSON ``_exits`` answers instead."""
+    try:
+        return _validated(inputs)
+    except _Invalid as e:
+        if fmt == "json":
+            raise  # _exits answers in JSON
+        _print_invalid(e)
+        if then:
+            click.echo(then, err=True)
+        sys.exit(EXIT_INVALID)
+
+
 def _composed(inputs: ConfigInputs) -> Any:
     from .._modules import import_modules
 
@@ -413,13 +426,7 @@ def _print_invalid(error: _Invalid) -> None:
 @_format_option
 @_exits
 def validate(inputs: ConfigInputs, fmt: str) -> None:
-    try:
-        checked = _validated(inputs)
-    except _Invalid as e:
-        if fmt == "json":
-            raise  # _exits answers in JSON
-        _print_invalid(e)
-        sys.exit(EXIT_INVALID)
+    checked = _valid_or_exit(inputs, fmt)
     summary = render.roles_summary(checked.contexts)
     # validate stays fast and imports none of the recipe's code: -m is read for its @hydra.main, never run. Said, so
     # that a valid answer is not taken for "the recipe imports" (run --check imports it, in a process of its own).
@@ -719,14 +726,7 @@ def _run(
     # it imports while this one composes, validates and imports verl.
     recipe_modules = [inputs.entry] if inputs.entry and inputs.entry != VERL_ENTRY else []
     with ImportCheck([*recipe_modules, *(target.partition(":")[0] for target in workers.values()), *imports]) as check:
-        try:
-            checked = _validated(inputs)
-        except _Invalid as e:
-            if fmt == "json":
-                raise  # _exits answers in JSON
-            _print_invalid(e)
-            click.echo("nothing was launched", err=True)
-            sys.exit(EXIT_INVALID)
+        checked = _valid_or_exit(inputs, fmt, then="nothing was launched")
         for note in checked.warnings:
             click.echo(render.warn(note), err=True)
 
