@@ -64,7 +64,7 @@ def call_reward_function(config: Any, role: str) -> dict[str, Any] | None:
     after = outcome.get("after", f"still running after {CALL_SECONDS:.0f} s (left to finish on its own)")
     return {
         "worker": name,
-        "decoded": {f"{name} #{i + 1}": repr(ctx) for i, ctx in enumerate(decoded)},
+        "decoded": {"decode()" + (f" #{i + 1}" if i else ""): repr(ctx) for i, ctx in enumerate(decoded)},
         "decoded_roles": sorted({r for ctx in decoded for r in ctx.__verl_ctx_roles__}),
         "after": after,
     }
