@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +90,8 @@ def parse_source(path: str, what: str) -> ast.Module:
                 f"{what}: {path} is {size} bytes, over the {MAX_SOURCE_BYTES}-byte limit for a module verl-ctx reads "
                 "to find its entry point; name the module that holds the @hydra.main function"
             )
+        if sys.version_info < (3, 11) and _crashes_the_parser(path):
+            raise RecursionError
         return ast.parse(Path(path).read_bytes(), filename=path)
     except (OSError, SyntaxError, ValueError, MemoryError) as e:
         raise ConfigError(f"{what}: cannot read {path} ({type(e).__name__}: {str(e).splitlines()[0]})") from None
@@ -98,6 +102,19 @@ def parse_source(path: str, what: str) -> ast.Module:
 #: Names whose use means the module starts a runner that registers verl's roles by verl's rules: verl's runner
 #: families and ``run_ppo`` (bound from outside), or ``bind_workers`` (a runner of any shape, binding itself).
 KNOWN_RUNNER_NAMES = frozenset({"BaseTaskRunner", "TaskRunnerV1", "run_ppo", "bind_workers"})
+
+
+def _crashes_the_parser(path: str) -> bool:
+    """Whether parsing ``path`` kills the interpreter. Python 3.10's parser has no depth limit: a deep enough
+    expression overflows the C stack (a segfault; 3.11 raises RecursionError). A throwaway interpreter tries first:
+    tens of milliseconds, on 3.10 only."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import ast, sys; ast.parse(open(sys.argv[1], 'rb').read())", path],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    return probe.returncode < 0
 
 
 def _starts_known_runner(tree: ast.Module) -> bool:
