@@ -331,6 +331,7 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
     before_start = options.pop("before_start", None) or (lambda: None)
     for setting in rehearsal_settings(config):
         say(f"{setting} for the rehearsal (the recipe's own batch key, above data.train_batch_size)")
+    say("checking before Ray starts: the resume, verl's checks, the recipe's modules importing in a fresh process")
     try:
         check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
         if recipe is None:
