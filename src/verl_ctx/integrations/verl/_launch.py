@@ -328,10 +328,15 @@ def rehearse(config: Any, contexts: ContextSet, **options: Unpack[LaunchOptions]
 
     recipe = _recipe_entry(options)
     say = options.pop("progress", None) or (lambda line: None)
+    importing = options.get("before_start") is not None
     before_start = options.pop("before_start", None) or (lambda: None)
     for setting in rehearsal_settings(config):
         say(f"{setting} for the rehearsal (the recipe's own batch key, above data.train_batch_size)")
-    say("checking before Ray starts: the resume, verl's checks, the recipe's modules importing in a fresh process")
+    say(
+        "checking before Ray starts: the resume"
+        + (", verl's checks" if recipe is None else "")
+        + ("; the recipe's modules importing in a fresh process" if importing else "")
+    )
     try:
         check_resume_before_start(config, contexts, record=False)  # the launch would be refused: so is its rehearsal
         if recipe is None:
