@@ -749,7 +749,8 @@ def _run(
             "imports": all_imports,
             "offload_threshold": threshold,
             "entry": inputs.entry,
-            "before_start": check.result,  # answered after verl's checks imported verl here: the imports overlap
+            # Answered after verl's checks imported verl here: the imports overlap.
+            "before_start": check.result if check.names else None,
         }
         try:
             if check_only:
@@ -896,7 +897,7 @@ class _RunOptions(TypedDict):
     imports: tuple[str, ...]
     offload_threshold: int
     entry: str | None
-    before_start: Callable[[], None]
+    before_start: Callable[[], None] | None
 
 
 def _print_traceback(exc: BaseException) -> None:
