@@ -3,7 +3,8 @@
 The reward context reaches a ``compute_score(..., **kwargs)`` in ``reward_kwargs.verl_ctx`` (``_config_channel``);
 whether the function reads it is only known by running it. So the rehearsal loads it with verl's own loader
 (``get_custom_reward_fn``: the file, the name, the ``reward_kwargs`` merged in), calls it on the first row of the
-train data (its ``data_source``, its ground truth as the solution), and watches ``decode`` meanwhile.
+train data (its ``data_source``, its ground truth as the solution), and watches ``decode`` meanwhile (in the whole
+process: in the TaskRunner, where this runs, nothing else decodes while the runner waits for it).
 
 What the function does after decoding is the recipe's: an LLM judge cannot be reached from a rehearsal, so an
 exception or a call still running after ``CALL_SECONDS`` is told, not a failure; the decode is what is checked.
@@ -48,13 +49,15 @@ def call_reward_function(config: Any, role: str) -> dict[str, Any] | None:
     decoded: list[RoleContext] = []
     outcome: dict[str, str] = {}
 
+    sample = _first_sample(config)
+
     def call() -> None:
         try:
-            result = score(**_first_sample(config))
+            result = score(**sample)
             if inspect.isawaitable(result):  # an async compute_score: verl's reward loop awaits it
                 result = asyncio.run(_awaited(result))
             outcome["after"] = f"returned {type(result).__name__}"
-        except Exception as e:  # noqa: BLE001  # the recipe's code, after (or instead of) the decode: told, see the module doc
+        except Exception as e:  # noqa: BLE001 - the recipe's code raised: told, not judged (see the module doc)
             outcome["after"] = f"raised {type(e).__name__} at {_where(e, str(function.get('path')))}"
 
     with watching_decodes(decoded.append):
@@ -75,13 +78,17 @@ async def _awaited(result: Any) -> Any:
 
 
 def _first_sample(config: Any) -> dict[str, Any]:
-    """The keyword arguments verl's reward managers pass, from the first row of the first train file."""
+    """The keyword arguments verl's reward managers pass, from the first row of the first train file (blank ones
+    when it cannot be read as verl's parquet: the rehearsal's question is the decode, not the data)."""
     import pandas as pd
     from omegaconf import ListConfig
 
     files = config.data.train_files
     first = files[0] if isinstance(files, (list, ListConfig)) else files
-    row = pd.read_parquet(str(first)).iloc[0]
+    try:
+        row = pd.read_parquet(str(first)).iloc[0]
+    except Exception:  # noqa: BLE001 - pandas and pyarrow raise many types; any of them: a blank sample
+        return {"data_source": "", "solution_str": "", "ground_truth": "", "extra_info": {}}
     reward_model = row.get("reward_model")
     truth = reward_model.get("ground_truth", "") if isinstance(reward_model, dict) else ""
     extra = row.get("extra_info")
