@@ -59,14 +59,17 @@ _C = TypeVar("_C", bound=RoleContext)
 # millions of bad items must not cost millions of error records (time, memory, and a message nobody reads).
 FAIL_FAST_BYTES = 64 * 1024
 
-# Called with every context this process decodes, while ``watching_decodes`` holds them: how a rehearsal sees that
-# code with nothing to store it on (a reward function) decoded its context. Empty outside a rehearsal.
+# Called with every context this process decodes on the general path, while ``watching_decodes`` holds them: how a
+# rehearsal sees that code with nothing to store it on (a reward function) decoded its context. Empty outside a
+# rehearsal. The compiled fast path in ``decode`` (a dict envelope of the very schema) is not watched: it is every
+# worker's hot path, and what a reward function is handed (text inside verl's config) never takes it.
 _watchers: list[Callable[[RoleContext], None]] = []
 
 
 @contextlib.contextmanager
 def watching_decodes(watcher: Callable[[RoleContext], None]) -> Iterator[None]:
-    """While the block runs, ``watcher`` is called with each context ``decode`` returns in this process."""
+    """While the block runs, ``watcher`` is called with each context ``decode`` builds on its general path in this
+    process (every envelope given as text or inside a config; see ``_watchers``)."""
     _watchers.append(watcher)
     try:
         yield
@@ -121,13 +124,9 @@ def decode(
             and (compiled := decoders.get(schema)) is not None  # set by the first decode, on the general path
         ):
             try:
-                built: _C = compiled(payload)
+                return compiled(payload)  # type: ignore[no-any-return]
             except Refused:
                 refused = True
-            else:
-                if _watchers:
-                    _told(built)
-                return built
     env = find_envelope(source, roles, role_given=role is not None, max_bytes=max_bytes)
     payload = env["payload"]
     if env["role"] not in roles:
