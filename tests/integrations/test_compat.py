@@ -22,7 +22,7 @@ import pytest
 from verl_ctx import ContextSet, validate
 from verl_ctx.errors import ContextError
 from verl_ctx.integrations.verl import bind_role_worker_mapping, make_task_runner
-from verl_ctx.integrations.verl._launch import REHEARSAL_CPUS
+from verl_ctx.integrations.verl._rehearsal_settings import REHEARSAL_CPUS
 
 from .conftest import REPO
 from .contexts import REGISTRY, SCHEMAS
@@ -161,7 +161,8 @@ def test_a_rehearsal_starts_ray_without_a_dashboard_unless_the_launch_asks_for_o
 ) -> None:
     """A rehearsal's own settings fill only what verl's config leaves unset, and reach ray.init as run_ppo's do."""
     from verl_ctx.integrations.verl import compose_config
-    from verl_ctx.integrations.verl._launch import ray_init_kwargs, rehearsal_settings
+    from verl_ctx.integrations.verl._launch import ray_init_kwargs
+    from verl_ctx.integrations.verl._rehearsal_settings import rehearsal_settings
 
     config = compose_config(overrides=list(given))
     rehearsal_settings(config)

@@ -365,7 +365,7 @@ def test_validate_m_of_an_entry_point_that_starts_no_known_runner_calls_its_role
 def test_a_rehearsal_brings_a_recipes_own_batch_keys_down_to_the_tiny_runs_batch() -> None:
     """DAPO's data.gen_batch_size (the dataloader's batch) at its launch size made the tiny dataset's loader empty:
     the rehearsal lowers a recipe's data.*batch_size above data.train_batch_size, and says which it lowered."""
-    from verl_ctx.integrations.verl._launch import rehearsal_settings
+    from verl_ctx.integrations.verl._rehearsal_settings import rehearsal_settings
 
     config = compose_config(["data.train_batch_size=4", "data.gen_batch_size=1536", "data.val_batch_size=2"])
     assert rehearsal_settings(config) == ["data.gen_batch_size=4"]

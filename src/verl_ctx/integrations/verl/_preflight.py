@@ -18,7 +18,8 @@ training GPUs becomes zero replicas. Every number involved is in the config, and
   starts ``world_size // replica_size`` replicas: zero when it does not). The ``external_pool`` trainer starts no
   local replica.
 
-``verl-ctx run --rehearse`` runs on CPU pools of its own and is not judged here (``_check_cpus`` is its check).
+``verl-ctx run --rehearse`` runs on CPU pools of its own and is not judged here (its check:
+``_rehearsal_settings.check_cpus``).
 """
 
 from __future__ import annotations
