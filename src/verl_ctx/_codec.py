@@ -26,7 +26,7 @@ import gc
 import threading
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import filterfalse, islice
 from pathlib import PurePath
@@ -159,25 +159,32 @@ def _wrap_datetimes(value: Any) -> Any:
     return value
 
 
-def _prepare_all(value: Any) -> Any:
-    """Slow path for payloads with ints msgpack cannot hold: walk everything once."""
+def _unwrapped(secret: _SecretBase[Any]) -> Any:
+    return secret.get_secret_value()
+
+
+def _prepare_all(value: Any, on_secret: Callable[[_SecretBase[Any]], Any] = _unwrapped) -> Any:
+    """Slow path for payloads with ints msgpack cannot hold: walk everything once.
+
+    ``on_secret`` gives what a secret travels as: itself for a worker, its seal for a checkpoint. It is called on the
+    secret object, before anything else is done with it, so no caller ever sees a secret it did not ask to unwrap.
+    """
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
         if _INT_MIN <= value <= _INT_MAX:
             return value
         return msgspec.msgpack.Ext(EXT_BIG_INT, str(value).encode())
-    if isinstance(value, BaseModel):
-        return {
-            k: _prepare_all(v) for k, v in _model_dict(value, _plans.get(type(value)) or _plan(type(value))).items()
-        }
-    if isinstance(value, (list, tuple, set, frozenset, collections.deque)):
-        return [_prepare_all(v) for v in value]
     if isinstance(value, _SecretBase):
-        return _prepare_all(value.get_secret_value())
+        return _prepare_all(on_secret(value), on_secret)
+    if isinstance(value, BaseModel):
+        plan = _plans.get(type(value)) or _plan(type(value))
+        return {k: _prepare_all(v, on_secret) for k, v in _model_dict(value, plan).items()}
+    if isinstance(value, (list, tuple, set, frozenset, collections.deque)):
+        return [_prepare_all(v, on_secret) for v in value]
     if isinstance(value, dict):
         return {
-            (str(k) if isinstance(k, int) and not _INT_MIN <= k <= _INT_MAX else k): _prepare_all(v)
+            (str(k) if isinstance(k, int) and not _INT_MIN <= k <= _INT_MAX else k): _prepare_all(v, on_secret)
             for k, v in value.items()
         }
     return _wrap_datetimes(value)

@@ -414,3 +414,30 @@ def test_which_paths_hold_a_secret_is_read_from_the_schema_at_any_depth(reg: Con
         deep = Node(children=[deep])
     assert holds_secret(Holder(tree=deep))
     assert not holds_secret(Holder(plain=[1, 2]))
+
+
+def test_a_checkpoint_of_a_context_with_an_int_beyond_messagepack_seals_its_secret(
+    reg: ContextRegistry, tmp_path: Any
+) -> None:
+    """An int msgpack cannot hold sends the payload down the codec's slow path; the secret is sealed there too
+    (the slow path used to unwrap secrets before the sealing saw them: the checkpoint held the key in clear)."""
+    pytest.importorskip("omegaconf")
+    from verl_ctx.integrations.verl._checkpoint import Snapshot
+
+    class BigIntSecretContext(RoleContext, role="actor", registry=reg):
+        key: SecretStr
+        pin: Secret[bytes]
+        counter: int
+
+    contexts = validate(
+        {"extra_context": {"actor": {"key": SECRET, "pin": SECRET + "-pin", "counter": 2**70}}}, registry=reg
+    )
+    snapshot = Snapshot.of(contexts, salt=b"0" * 16)
+    assert snapshot.values("actor")["counter"] == 2**70
+    snapshot.write(tmp_path / "global_step_1", global_step=1)
+    written = [p for p in (tmp_path / "global_step_1").rglob("*") if p.is_file()]
+    assert written
+    for path in written:
+        text = path.read_text(errors="replace")
+        _assert_clean(text)
+        assert SECRET.encode().hex() not in text

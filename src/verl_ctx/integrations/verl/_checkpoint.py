@@ -98,20 +98,22 @@ def _seal(secret: bytes, salt: bytes) -> str:
 def _sealed_payload(ctx: RoleContext, salt: bytes) -> bytes:
     """The payload ``encode`` makes, with each secret value replaced by its digest."""
 
+    def sealed(secret: _SecretBase[Any]) -> Any:
+        value = secret.get_secret_value()
+        if isinstance(value, bytes):
+            return _seal(value, salt).encode()
+        # A str as itself; Secret[int | float | bool] by its text (the kinds _secret_schema lets travel).
+        return _seal((value if isinstance(value, str) else repr(value)).encode(), salt)
+
     def hook(obj: Any) -> Any:
-        if isinstance(obj, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[T]: one base
-            value = obj.get_secret_value()
-            if isinstance(value, bytes):
-                return _seal(value, salt).encode()
-            # A str as itself; Secret[int | float | bool] by its text (the kinds _secret_schema lets travel).
-            return _seal((value if isinstance(value, str) else repr(value)).encode(), salt)
-        return _enc_hook(obj)
+        # SecretStr, SecretBytes, pydantic.Secret[T]: one base
+        return sealed(obj) if isinstance(obj, _SecretBase) else _enc_hook(obj)
 
     encoder = msgspec.msgpack.Encoder(enc_hook=hook)
     try:
         return encoder.encode(ctx)
-    except OverflowError:  # an int msgpack cannot hold, as in _codec.encode_payload
-        return encoder.encode(_prepare_all(ctx))
+    except OverflowError:  # an int msgpack cannot hold, as in _codec.encode_payload; secrets sealed on that path too
+        return encoder.encode(_prepare_all(ctx, on_secret=sealed))
 
 
 def _sealed_envelope(ctx: RoleContext, role: str, salt: bytes) -> dict[str, Any]:
