@@ -47,6 +47,41 @@ def test_every_error_is_listed_at_once(run_cli: Run, ctx_module: str) -> None:
     assert "extra_context.critc: no schema is registered for this role; did you mean 'critic'?" in res.err
 
 
+def test_a_schema_field_is_set_with_or_without_plus_and_a_typo_gets_the_nearest_field(
+    run_cli: Run, ctx_module: str, write: Callable[[str, str], Path]
+) -> None:
+    """A field no config file sets (a default) is overridden without `+`, one a file sets with `+` too; a typo is
+    not added by `+` but named with the nearest field; messages name no internal config or site-packages path."""
+    write("run.yaml", "extra_context:\n  critic:\n    value_clip: 0.4\n")
+    res = run_cli(
+        "describe",
+        "-s",
+        ctx_module,
+        "--format",
+        "json",
+        "--config",
+        "run.yaml",
+        "extra_context.reward.judge.url=http://other",
+        "+extra_context.critic.value_clip=0.5",
+    )
+    assert res.code == 0, res.err
+    sources = {row["path"]: (row["value"], row["source"]) for row in res.json()}
+    assert sources["extra_context.reward.judge.url"] == ("http://other", "command-line override")
+    assert sources["extra_context.critic.value_clip"] == (0.5, "command-line override")
+    for typo in ("extra_context.reward.judge.ulr=x", "+extra_context.reward.judge.ulr=x"):
+        bad = run_cli("validate", "-s", ctx_module, "--config", "run.yaml", typo)
+        assert bad.code == 1, bad.err
+        assert "extra_context.reward.judge.ulr: unknown field" in bad.err
+        assert "did you mean 'url'?" in bad.err
+    verl_typo = run_cli("validate", "-s", ctx_module, "--config", "run.yaml", "trainer.total_epoch=3")
+    assert verl_typo.code == 2
+    assert "did you mean 'trainer.total_epochs'?" in verl_typo.err
+    assert "+trainer.total_epoch" not in verl_typo.err  # Hydra's advice would add the typo
+    assert "verl_ctx_layered" not in verl_typo.err
+    assert "site-packages" not in verl_typo.err
+    assert "verl's config ppo_trainer with run.yaml over it" in verl_typo.err
+
+
 def test_json_output_for_ci(run_cli: Run, ctx_module: str) -> None:
     """--format json gives machine-readable errors with role, path, input and hint."""
     res = run_cli("validate", "-s", ctx_module, "--format", "json", "+extra_context.critic.shaping=lenght_penalty")

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..._validate import SECTION
 from ..._withhold import check_overrides
 from ...errors import ConfigError
 from ._entry import VERL_ENTRY, EntryPoint, entry_point
@@ -135,7 +136,7 @@ def compose_config(
         point.require("config_path", given.config_path),
         point.require("config_name", given.config_name),
         given.config_dir,
-        [*given.overrides, *overrides],
+        schema_overrides([*given.overrides, *overrides]),
     )
     check_overrides(verl.overrides)  # one Hydra cannot read is named by position and key, never quoted
     search_dir = _search_dir(point, verl.config_path)
@@ -151,12 +152,34 @@ def compose_config(
     return _compose(search_dir, _config_name(verl.config_name), verl, point)
 
 
+def schema_overrides(overrides: Sequence[str]) -> list[str]:
+    """``overrides`` with each ``extra_context.KEY=VALUE`` and ``+extra_context.KEY=VALUE`` made ``++...``.
+
+    A context field with a default need not be in any config file, so Hydra's struct mode refuses to set it without
+    ``+``, refuses ``+`` once a file sets it, and ``+`` adds a typo as readily as a field. Under ``extra_context``
+    the role schemas, not verl's config, say which keys exist: ``++`` (set, adding the key when absent) lets every
+    field be set with or without ``+``, and validation answers an unknown key with the nearest field. verl's own
+    keys keep Hydra's strictness; ``++`` and ``~`` overrides are left as written.
+    """
+    out = []
+    for override in overrides:
+        bare = override[1:] if override.startswith("+") and not override.startswith("++") else override
+        key = bare.split("=", 1)[0]
+        out.append(f"++{bare}" if "=" in bare and key.split(".", 1)[0] == SECTION else override)
+    return out
+
+
 def _config_name(name: str | None) -> str | None:
     return name.removesuffix(".yaml") if name is not None else None
 
 
 def _compose(
-    search_dir: str | None, name: str | None, verl: VerlArgs, point: EntryPoint, extra_search: Sequence[str] = ()
+    search_dir: str | None,
+    name: str | None,
+    verl: VerlArgs,
+    point: EntryPoint,
+    extra_search: Sequence[str] = (),
+    what: str | None = None,
 ) -> Any:
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
@@ -177,9 +200,19 @@ def _compose(
         search_path.prepend(provider="command-line", path=f"file://{config_dir}", anchor=schema)
     _checked_sources(search_path)
     overrides = list(verl.overrides)
-    return _hydra_call(
-        lambda: _run(search_path, point.task_name, name, overrides), f"config {name} from {search_dir}", overrides
-    )
+    what = what or f"config {name} from {_shown_folder(search_dir)}"
+    return _hydra_call(lambda: _run(search_path, point.task_name, name, overrides), what, overrides)
+
+
+def _shown_folder(folder: str | None) -> str:
+    """A config folder as a person knows it: verl's by that name, one under the working directory relative to it."""
+    if folder is None or "://" in folder:
+        return str(folder)
+    real = os.path.realpath(folder)
+    if real == os.path.realpath(verl_config_dir()):
+        return "verl's config folder"
+    relative = os.path.relpath(real)
+    return relative if not relative.startswith("..") else folder
 
 
 def _run(search_path: Any, task_name: str, name: str | None, overrides: list[str]) -> Any:
@@ -256,11 +289,18 @@ def _compose_with_file(file: Path, verl: VerlArgs, point: EntryPoint) -> Any:
         raise ConfigError(f"config file {file} should hold a mapping at the top; it holds {type(content).__name__}")
     directory, name = str(file.resolve().parent), file.stem
     if "defaults" in content:
-        return _compose(directory, name, verl, point, extra_search=[str(verl_config_dir())])
+        return _compose(directory, name, verl, point, extra_search=[str(verl_config_dir())], what=f"config file {file}")
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=_LAYERED, node={"defaults": [VERL_CONFIG_NAME, name, "_self_"]})
-    return _compose(str(verl_config_dir()), _LAYERED, verl, point, extra_search=[directory])
+    return _compose(
+        str(verl_config_dir()),
+        _LAYERED,
+        verl,
+        point,
+        extra_search=[directory],
+        what=f"verl's config {VERL_CONFIG_NAME} with {file} over it",
+    )
 
 
 def _hydra_call(step: Any, what: str, overrides: Sequence[str] = ()) -> Any:
@@ -295,6 +335,9 @@ def _hydra_message(e: BaseException) -> str:
         r"The value of '\1' is not the one given (values withheld: they may hold secrets); delete it with ~\1", text
     )
     hint = _key_hint(text)
+    if hint is not None and hint.startswith("did you mean"):
+        # Hydra's own advice for a key it lacks is `+key=...`, which for a typo adds the typo.
+        text = re.sub(r"\nTo append to your config use \+\S+", "", text)
     return text + (f"\n{hint}" if hint else "")
 
 
