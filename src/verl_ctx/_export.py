@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic.json_schema import GenerateJsonSchema, models_json_schema
+from pydantic import BaseModel, RootModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_json_schema
 from pydantic_core import core_schema
 
 from ._decode import read_as
@@ -91,6 +91,16 @@ class _EditorJsonSchema(GenerateJsonSchema):
         total: bool,
     ) -> bool:
         return super().field_is_required(field, total) and not _holds_secret(field["schema"])
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        """pydantic's, with unknown keys refused in a nested model that would ignore them, as ``validate`` refuses
+        them there (``_unknown_keys``): pydantic states ``additionalProperties: false`` only for ``extra="forbid"``,
+        so an editor would let ``judge.timout_s`` pass that ``validate`` rejects."""
+        out = super().model_schema(schema)
+        cls = schema["cls"]
+        if not issubclass(cls, RootModel) and cls.model_config.get("extra") in (None, "ignore"):
+            out.setdefault("additionalProperties", False)
+        return out
 
 
 # Nodes whose fields are judged one by one where their own JSON Schema is generated: a field holding a model is not

@@ -355,7 +355,8 @@ def test_editor_schema_leaves_every_secret_field_optional(
 
 
 def test_editor_schema_is_each_role_schema_but_for_secrets() -> None:
-    """Apart from the secret fields' `required`, the config schema holds each role's schema exactly as exported."""
+    """Apart from the secret fields' `required`, and unknown keys refused in nested models (as validate refuses them),
+    the config schema holds each role's schema exactly as exported."""
     import examples.custom_recipe.contexts  # noqa: F401  (registers the example's schemas)
 
     from verl_ctx._export import config_json_schema
@@ -366,5 +367,5 @@ def test_editor_schema_is_each_role_schema_but_for_secrets() -> None:
     for schema in schemas:
         own = schema.model_json_schema()
         for name, definition in own.pop("$defs", {}).items():
-            assert editor["$defs"][name] == definition, name
+            assert editor["$defs"][name] == {**definition, "additionalProperties": False}, name
         assert editor["$defs"][schema.__name__] == own
