@@ -26,9 +26,8 @@ HOLDERS = ("direct", "optional", "list", "dict", "two_levels", "union")
 
 def _inner(extra: str | None, tag: str = "a") -> type[BaseModel]:
     config = ConfigDict() if extra is None else ConfigDict(extra=extra)  # type: ignore[typeddict-item]
-    return create_model(  # type: ignore[call-overload, no-any-return]
-        f"Inner_{tag}_{extra}", __config__=config, kind=(Literal[tag], tag), timeout_s=(float, 1.0)
-    )
+    tag_type: Any = Literal[tag]
+    return create_model(f"Inner_{tag}_{extra}", __config__=config, kind=(tag_type, tag), timeout_s=(float, 1.0))
 
 
 def _schema(reg: ContextRegistry, extra: str | None, holder: str) -> type[RoleContext]:
@@ -47,9 +46,9 @@ def _schema(reg: ContextRegistry, extra: str | None, holder: str) -> type[RoleCo
 
 def _documents(holder: str) -> dict[str, Any]:
     """A valid document and, by name, one with an unknown key at each place ``holder`` lets one go."""
-    node = {"kind": "a", "timeout_s": 2.0}
-    typo = {"kind": "a", "timout_s": 2.0}
-    placed = {
+    node: dict[str, Any] = {"kind": "a", "timeout_s": 2.0}
+    typo: dict[str, Any] = {"kind": "a", "timout_s": 2.0}
+    placed: dict[str, tuple[Any, Any]] = {
         "direct": (node, typo),
         "optional": (node, typo),
         "list": ([node, node], [node, typo]),
@@ -57,7 +56,7 @@ def _documents(holder: str) -> dict[str, Any]:
         "two_levels": ({"inner": node}, {"inner": typo}),
         "union": ({"kind": "b", "timeout_s": 2.0}, {"kind": "b", "timeout_s": 2.0, "ennd": 1}),
     }[holder]
-    docs = {"valid": {"judge": placed[0]}, "unknown nested": {"judge": placed[1]}}
+    docs: dict[str, Any] = {"valid": {"judge": placed[0]}, "unknown nested": {"judge": placed[1]}}
     docs["unknown at the role"] = {"judge": placed[0], "jugde": 1}
     if holder == "two_levels":
         docs["unknown in the middle"] = {"judge": {"inner": node, "innr": 1}}
