@@ -48,7 +48,7 @@ def _documents(holder: str) -> dict[str, Any]:
     """A valid document and, by name, one with an unknown key at each place ``holder`` lets one go."""
     node: dict[str, Any] = {"kind": "a", "timeout_s": 2.0}
     typo: dict[str, Any] = {"kind": "a", "timout_s": 2.0}
-    placed: dict[str, tuple[Any, Any]] = {
+    placed: tuple[Any, Any] = {
         "direct": (node, typo),
         "optional": (node, typo),
         "list": ([node, node], [node, typo]),
