@@ -338,7 +338,8 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
                 f"fingerprint {_short(env['fingerprint'], info.fingerprint)} vs {info.schema_id} "
                 f"{_short(info.fingerprint, env['fingerprint'])}); differing "
                 f"fields: {_describe_diff(env, info)}{filled}. Every value the driver sent decoded unchanged, so "
-                "decoding went on; deploy the same code to driver and workers, or bump version= with a migration"
+                "decoding went on; deploy the same code to driver and workers, or bump version= with a migration",
+                role=env["role"],
             ),
             stacklevel=3,
         )
@@ -347,7 +348,8 @@ def _check_skew(env: Mapping[str, Any], info: SchemaInfo, schema: type[_C], inst
             SchemaSkewWarning(
                 f"[{env['role']}] the driver's schema is {env['schema_id']}, the worker's {info.schema_id}: same "
                 "fields and rules (equal fingerprints), other names. Decoded; check that both sides import the "
-                "same module"
+                "same module",
+                role=env["role"],
             ),
             stacklevel=3,
         )

@@ -30,7 +30,9 @@ def lint_sizes(payload_sizes: Mapping[str, int]) -> None:
                 PayloadWarning(
                     f"[{role}] context payload is {size:,} bytes, {verdict} {limit:,} bytes for an actor "
                     "definition. verl-ctx's delivery sends it through the object store; never put it in a raw "
-                    "extra_context"
+                    "extra_context",
+                    role=role,
+                    path=f"extra_context.{role}",
                 ),
                 stacklevel=3,
             )
@@ -44,6 +46,7 @@ def lint_extra_context(extra_context: Mapping[str, Any], *, warn: bool = True) -
     an object whose module the worker cannot import kills the whole worker group at start-up.
     """
     problems: list[str] = []
+    paths: list[str] = []
     for key, value in extra_context.items():
         if key == RESERVED_KEY:
             continue
@@ -56,15 +59,17 @@ def lint_extra_context(extra_context: Mapping[str, Any], *, warn: bool = True) -
                     "(slow; some pydantic models fail to unpickle). Move the class to an importable module, "
                     "or declare a RoleContext and let verl-ctx carry it"
                 )
+                paths.append(path)
             elif not importable(module):
                 problems.append(
                     f"extra_context['{path}'] holds a {module}.{qualname}, but module '{module}' cannot be found "
                     "here, so a worker is unlikely to import it either: the whole worker group would fail at "
                     "start-up with ModuleNotFoundError"
                 )
+                paths.append(path)
     if warn:
-        for text in problems:
-            warnings.warn(PayloadWarning(text), stacklevel=2)
+        for path, text in zip(paths, problems, strict=True):
+            warnings.warn(PayloadWarning(text, path=f"extra_context.{path}"), stacklevel=2)
     return problems
 
 

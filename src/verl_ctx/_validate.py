@@ -48,7 +48,7 @@ def validate(
     errors = _unknown_roles(section, registry)
     contexts: dict[str, RoleContext] = {}
     provenance: list[Provenance] = []
-    notes: list[str] = []
+    notes: list[tuple[str, str]] = []
     overridden = _override_paths(overrides)
 
     for role in registry.roles():
@@ -60,21 +60,23 @@ def validate(
         found = _check_role(role, schema, given, prefix)
         if isinstance(found, list):
             if role in inactive:
-                notes.append(f"[{role}] its context is invalid, but {inactive[role]}: " + "; ".join(map(str, found)))
+                notes.append(
+                    (role, f"[{role}] its context is invalid, but {inactive[role]}: " + "; ".join(map(str, found)))
+                )
             else:
                 errors.extend(found)
             continue
         contexts[role] = found
         provenance.extend(_provenance(role, found, given or {}, prefix, overridden))
         if role in inactive:
-            notes.append(f"[{role}] a context is configured, but this run starts no {role}: {inactive[role]}")
+            notes.append((role, f"[{role}] a context is configured, but this run starts no {role}: {inactive[role]}"))
 
-    for note in notes:  # before the errors: a caller recording warnings gets both at once
-        warnings.warn(InactiveRoleWarning(note), stacklevel=2)
+    for role, note in notes:  # before the errors: a caller recording warnings gets both at once
+        warnings.warn(InactiveRoleWarning(note, role=role, path=f"{SECTION}.{role}"), stacklevel=2)
     if errors:
         raise ContextValidationError(errors)
-    for note in _literal_secrets(config, provenance, overrides):
-        warnings.warn(LiteralSecretWarning(note), stacklevel=2)
+    for row, note in _literal_secrets(config, provenance, overrides):
+        warnings.warn(LiteralSecretWarning(note, role=row.role, path=row.path), stacklevel=2)
     result = ContextSet(contexts, provenance)
     lint_sizes(result.payload_sizes())
     return result
@@ -160,7 +162,9 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
     return value
 
 
-def _literal_secrets(config: object, provenance: Sequence[Provenance], overrides: Sequence[str]) -> list[str]:
+def _literal_secrets(
+    config: object, provenance: Sequence[Provenance], overrides: Sequence[str]
+) -> list[tuple[Provenance, str]]:
     """A note for each secret given as a literal rather than from the environment (``${oc.env:NAME}``): on the
     command line it is readable in ``ps`` and the shell's history while the job runs; in a config file, by whoever
     reads, tracks or copies the file. The value is never part of the note."""
@@ -178,11 +182,13 @@ def _literal_secrets(config: object, provenance: Sequence[Provenance], overrides
             if not type(config).__module__.startswith("omegaconf") or _interpolated(config, row.path):
                 continue
             where = "in the config, where whoever reads, tracks or copies the file it came from sees it"
-        notes.append(
+        name = row.path.rpartition(".")[2]
+        note = (
             f"[{row.role}] {row.path}: a secret given as a literal {where}; give it from the environment instead: "
-            f"{row.path.rpartition('.')[2]}: ${{oc.env:NAME}} in the config file (on the command line, in single "
-            f"quotes: '+{row.path}=${{oc.env:NAME}}')"
+            f"{name}: ${{oc.env:NAME}} in the config file (on the command line, in single quotes: "
+            f"'{row.path}=${{oc.env:NAME}}')"
         )
+        notes.append((row, note))
     return notes
 
 

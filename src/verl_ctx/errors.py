@@ -203,20 +203,39 @@ class StaleOutputError(ServerUnavailableError):
 
 
 class ContextWarning(_Pickles, UserWarning):
-    """Root of the warnings verl-ctx emits."""
+    """Root of the warnings verl-ctx emits.
+
+    ``role`` and ``path`` say whose and which value it is about (``None`` when it is about no one role or value);
+    ``code`` names the kind in a word a CI script can match (``verl-ctx validate --format json`` gives all three).
+    """
+
+    code = "context"
+
+    def __init__(self, message: str, *, role: str | None = None, path: str | None = None) -> None:
+        super().__init__(message)
+        self.role = role
+        self.path = path
 
 
 class SchemaSkewWarning(ContextWarning):
     """Driver and worker schemas differ (fingerprint or schema id) in a way that provably changes no value."""
 
+    code = "schema_skew"
+
 
 class InactiveRoleWarning(ContextWarning):
     """A context is configured for a role the run will not start, so nothing will read it."""
+
+    code = "inactive_role"
 
 
 class LiteralSecretWarning(ContextWarning):
     """A secret was given as a literal (on the command line or in a config file) rather than from the environment."""
 
+    code = "literal_secret"
+
 
 class PayloadWarning(ContextWarning):
     """A payload is close to Ray's limits, or a raw ``extra_context`` value will not travel safely."""
+
+    code = "payload"

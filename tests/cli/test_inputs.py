@@ -145,6 +145,26 @@ def test_config_command_prints_what_verl_gets_with_secrets_redacted(run_cli: Run
     assert "total_epochs: 3" in res.out
 
 
+def test_config_prints_one_subtree_with_package(run_cli: Run, ctx_module: str) -> None:
+    """`config -p PATH` prints only that subtree (secrets still stars), a leaf as its value; a path the config does
+    not have is a usage error naming the nearest key."""
+    args = ["-s", ctx_module, "extra_context.reward.judge.api_key=hunter2", "trainer.total_epochs=3"]
+    whole = run_cli("config", *args)
+    part = run_cli("config", "-p", "extra_context.reward", *args)
+    assert part.code == 0, part.err
+    assert part.out.splitlines()[0] == "# @package extra_context.reward"
+    assert "api_key: '**********'" in part.out
+    assert "hunter2" not in part.out
+    assert "total_epochs" not in part.out
+    assert len(part.out.splitlines()) < len(whole.out.splitlines()) / 50
+    leaf = run_cli("config", "--package", "trainer.total_epochs", *args)
+    assert leaf.out.splitlines() == ["# @package trainer.total_epochs", "3"]
+    typo = run_cli("config", "-p", "extra_context.rewrd", *args)
+    assert typo.code == 2
+    assert "did you mean 'extra_context.reward'?" in typo.err
+    assert typo.out == ""
+
+
 def test_messages_read_well(run_cli: Run, write: Write) -> None:
     """Acronyms keep their capitals, union tags stay out of paths, type errors carry a hint."""
     write(

@@ -287,7 +287,13 @@ def test_errors_and_warnings_come_together_and_json_lists_roles(run_cli: Run, ct
     body = run_cli("validate", "--format", "json", *args, bad).json()
     assert body["valid"] is False
     assert [e["path"] for e in body["errors"]] == ["extra_context.reward.judge.bogus"]
-    assert any("this run starts no critic" in w for w in body["warnings"])
+    (warning,) = body["warnings"]
+    assert {k: warning[k] for k in ("role", "path", "code")} == {
+        "role": "critic",
+        "path": "extra_context.critic",
+        "code": "inactive_role",
+    }
+    assert "this run starts no critic" in warning["message"]
     assert body["roles"]["reward"] == {"active": True, "reason": None}
     assert body["roles"]["critic"]["active"] is False
     assert body["roles"]["critic"]["reason"].startswith("algorithm.adv_estimator=grpo does not use a critic")
@@ -296,6 +302,35 @@ def test_errors_and_warnings_come_together_and_json_lists_roles(run_cli: Run, ct
     assert good["roles"]["critic"]["active"] is False
     assert good["roles"]["reward"]["active"] is True
     assert len(good["roles"]["reward"]["fingerprint"]) == 64
+
+
+@pytest.mark.parametrize("command", ["validate", "describe", "config", "run --check"])
+def test_strict_makes_every_warning_an_error_for_every_command_that_validates(
+    run_cli: Run, ctx_module: str, command: str
+) -> None:
+    """A context for a role the run does not start is a warning (exit 0); under --strict an error (exit 1), with its
+    role, path and kind in the JSON errors, and nothing launched."""
+    args = ["-s", ctx_module, "algorithm.adv_estimator=grpo", "extra_context.critic.value_clip=0.3"]
+    lenient = run_cli(*command.split(), *args)
+    assert "InactiveRoleWarning" in lenient.err
+    if command == "run --check":  # the contexts pass; verl's own checks then refuse this bare config
+        assert "validated 2 role context(s)" in lenient.out
+        assert "verl's pre-launch check failed" in lenient.err
+    else:
+        assert lenient.code == 0, lenient.err
+    strict = run_cli(*command.split(), "--strict", *args)
+    assert strict.code == 1, strict.out + strict.err
+    assert "InactiveRoleWarning (an error under --strict): [critic] a context is configured" in strict.err
+    assert "pre-launch check" not in strict.err  # refused before verl's checks: nothing was launched
+    if command == "validate":
+        body = run_cli("validate", "--strict", "--format", "json", *args).json()
+        (error,) = body["errors"]
+        assert (body["valid"], error["role"], error["path"], body["warnings"]) == (
+            False,
+            "critic",
+            "extra_context.critic",
+            [],
+        )
 
 
 def test_json_is_printed_on_a_usage_error_too(run_cli: Run) -> None:

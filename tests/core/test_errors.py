@@ -38,6 +38,11 @@ INSTANCES: list[BaseException] = [
     LaunchError("refused", cause="AssertionError: boom", key="actor_rollout_ref.actor"),
     ContextChangedError("changed", changes=["critic.value_clip: 0.2 -> 0.3"]),
     *(
+        cls("warned", role="critic", path="extra_context.critic")
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, ContextWarning) and cls is not ContextWarning
+    ),
+    *(
         cls("plain message")
         for cls in vars(errors).values()
         if isinstance(cls, type)

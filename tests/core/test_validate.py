@@ -111,7 +111,7 @@ def test_a_secret_given_as_a_literal_warns_without_its_value(reg: ContextRegistr
         validate(OmegaConf.create(section), registry=reg, overrides=[f"+extra_context.reward.api_key={secret}"])
     (note,) = [str(w.message) for w in caught]
     assert note.startswith("[reward] extra_context.reward.api_key: a secret given as a literal on the command line")
-    assert "'+extra_context.reward.api_key=${oc.env:NAME}'" in note
+    assert "'extra_context.reward.api_key=${oc.env:NAME}'" in note
     with pytest.warns(LiteralSecretWarning, match="literal in the config") as caught:
         validate(OmegaConf.create(section), registry=reg)
     assert all(secret not in str(w.message) for w in caught)

@@ -57,6 +57,8 @@ class ConfigInputs:
     verl_args: tuple[str, ...]
     #: The entry module (``-m``): a recipe's own ``main_*.py``; None for verl's ``main_ppo``.
     entry: str | None = None
+    #: ``--strict``: every warning validation raises is an error (exit 1).
+    strict: bool = False
 
 
 def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -64,9 +66,14 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def with_inputs(
-        modules: tuple[str, ...], config_file: str | None, entry: str | None, verl_args: tuple[str, ...], **kwargs: Any
+        modules: tuple[str, ...],
+        config_file: str | None,
+        entry: str | None,
+        strict: bool,
+        verl_args: tuple[str, ...],
+        **kwargs: Any,
     ) -> Any:
-        return fn(inputs=ConfigInputs(modules, config_file, verl_args, entry), **kwargs)
+        return fn(inputs=ConfigInputs(modules, config_file, verl_args, entry, strict), **kwargs)
 
     options = [
         click.option(
@@ -92,6 +99,12 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="The recipe's entry module, as its launch script runs it (`python -m MODULE ...`): its @hydra.main "
             "config is composed from the same arguments, run from the same working directory. Default: "
             "verl.trainer.main_ppo.",
+        ),
+        click.option(
+            "--strict",
+            is_flag=True,
+            help="Every warning is an error (exit 1): a context for a role the run does not start, a literal secret, "
+            "a payload near Ray's limits.",
         ),
         click.argument("verl_args", nargs=-1, type=click.UNPROCESSED, metavar="[VERL_ARGS]..."),
     ]
@@ -128,7 +141,7 @@ def _exits(fn: _F) -> _F:
                 click.echo(render.bad(f"usage error: {e}"), err=True)
             sys.exit(EXIT_USAGE)
         except ContextError as e:
-            notes = list(getattr(e, "warnings", ()))  # _Invalid: the warnings raised with the errors
+            notes: list[render.Warned] = list(getattr(e, "warnings", ()))  # _Invalid: raised with the errors
             if as_json:
                 if isinstance(e, ContextValidationError):
                     config = getattr(e, "config", None)
@@ -139,7 +152,7 @@ def _exits(fn: _F) -> _F:
             else:
                 click.echo(render.bad(str(e)), err=True)
                 for note in notes:
-                    click.echo(render.warn(note), err=True)
+                    click.echo(render.warn(note.text), err=True)
             sys.exit(EXIT_INVALID)
         except KeyboardInterrupt:
             if as_json:
@@ -160,12 +173,12 @@ def _message_error(message: str, hint: str | None = None) -> dict[str, Any]:
     return {"role": None, "path": None, "message": message, "input": None, "hint": hint}
 
 
-def _failure(errors: list[dict[str, Any]], warnings: Sequence[str] = (), roles: Any = None) -> dict[str, Any]:
+def _failure(errors: list[dict[str, Any]], warnings: Sequence[render.Warned] = (), roles: Any = None) -> dict[str, Any]:
     """The JSON answer of a command that failed: its errors, and the warnings and roles known so far."""
-    return {"errors": errors, "warnings": list(warnings), "roles": roles or {}}
+    return {"errors": errors, "warnings": [w.as_dict() for w in warnings], "roles": roles or {}}
 
 
-def _emit_failure(errors: list[dict[str, Any]], warnings: Sequence[str] = (), roles: Any = None) -> None:
+def _emit_failure(errors: list[dict[str, Any]], warnings: Sequence[render.Warned] = (), roles: Any = None) -> None:
     ctx = click.get_current_context(silent=True)
     _emit_failure_of(ctx.command.name if ctx is not None else None, _failure(errors, warnings, roles))
 
@@ -304,7 +317,7 @@ class _Checked:
 
     config: Any
     contexts: ContextSet
-    warnings: list[str]
+    warnings: list[render.Warned]
     #: Why no role is judged active or inactive (an entry point whose runner verl-ctx cannot read), else None.
     roles_unknown: str | None = None
 
@@ -313,7 +326,11 @@ class _Invalid(ContextValidationError):
     """``ContextValidationError`` with the warnings validation raised before it (they are shown together)."""
 
     def __init__(
-        self, error: ContextValidationError, notes: list[str], config: Any, roles_unknown: str | None = None
+        self,
+        error: ContextValidationError,
+        notes: list[render.Warned],
+        config: Any,
+        roles_unknown: str | None = None,
     ) -> None:
         super().__init__([render.with_quoting_hint(e) for e in error.errors], omitted=error.omitted)
         self.warnings = notes
@@ -373,12 +390,24 @@ def _validated(inputs: ConfigInputs) -> _Checked:
         try:
             contexts = validate(config, overrides=overrides, check_roles=unknown is None)
         except ContextValidationError as e:
-            error = ContextValidationError([*e.errors, *unused], omitted=e.omitted)
-            raise _Invalid(error, render.warning_texts(caught), config, unknown) from None
-    if unused:
-        raise _Invalid(ContextValidationError(unused), render.warning_texts(caught), config, unknown)
+            found, warned = _warned(caught, inputs)
+            error = ContextValidationError([*e.errors, *unused, *found.errors], omitted=e.omitted)
+            raise _Invalid(error, warned, config, unknown) from None
+    found, warned = _warned(caught, inputs)
+    if unused or found.errors:
+        raise _Invalid(ContextValidationError([*unused, *found.errors]), warned, config, unknown)
     learn(contexts)  # from here on, whatever this command writes masks their secrets (verl_ctx._redact)
-    return _Checked(config, contexts, render.warning_texts(caught), unknown)
+    return _Checked(config, contexts, warned, unknown)
+
+
+def _warned(
+    caught: Sequence[warnings.WarningMessage], inputs: ConfigInputs
+) -> tuple[ContextValidationError, list[render.Warned]]:
+    """The warnings validation raised, and (``--strict``) the errors they are instead."""
+    warned = render.warnings_caught(caught)
+    if inputs.strict:
+        return ContextValidationError([w.as_error() for w in warned]), []
+    return ContextValidationError([]), warned
 
 
 def _roles_unknown(inputs: ConfigInputs) -> str | None:
@@ -415,7 +444,7 @@ def _roles(config: Any, contexts: ContextSet | None, unknown: str | None = None)
 def _print_invalid(error: _Invalid) -> None:
     click.echo(render.bad(str(error)), err=True)
     for note in error.warnings:
-        click.echo(render.warn(note), err=True)
+        click.echo(render.warn(note.text), err=True)
 
 
 @cli.command(
@@ -433,11 +462,11 @@ def validate(inputs: ConfigInputs, fmt: str) -> None:
     entry = {"module": inputs.entry, "imported": False} if inputs.entry else None
     if fmt == "json":
         roles = _roles(checked.config, checked.contexts, checked.roles_unknown)
-        body = {"valid": True, "errors": [], "warnings": checked.warnings, "roles": roles}
+        body = {"valid": True, "errors": [], "warnings": [w.as_dict() for w in checked.warnings], "roles": roles}
         render.emit_json({**body, "entry": entry} if entry else body)
         return
     for note in checked.warnings:
-        click.echo(render.warn(note), err=True)
+        click.echo(render.warn(note.text), err=True)
     parts = [f"{role} ({s['schema_id']} v{s['version']}, {s['payload_bytes']:,} B)" for role, s in summary.items()]
     click.echo(render.ok(f"contexts valid for {len(parts)} role(s): " + (", ".join(parts) or "none registered")))
     if checked.roles_unknown:
@@ -462,7 +491,7 @@ def describe(inputs: ConfigInputs, fmt: str) -> None:
         render.emit_json([{"role": p.role, "path": p.path, "value": p.value, "source": p.source} for p in rows])
         return
     for note in checked.warnings:
-        click.echo(render.warn(note), err=True)
+        click.echo(render.warn(note.text), err=True)
     click.echo(render.table(["role", "field", "value", "source"], render.provenance_rows(rows)))
 
 
@@ -474,17 +503,54 @@ def describe(inputs: ConfigInputs, fmt: str) -> None:
 )
 @_config_inputs
 @click.option("--resolve/--no-resolve", default=False, help="Resolve ${...} interpolations first.")
+@click.option(
+    "-p",
+    "--package",
+    "package",
+    default=None,
+    metavar="PATH",
+    help="Print only the subtree at PATH (dotted, e.g. extra_context or actor_rollout_ref.rollout), as Hydra's "
+    "--cfg job --package PATH does.",
+)
 @_exits
-def show_config(inputs: ConfigInputs, resolve: bool) -> None:
+def show_config(inputs: ConfigInputs, resolve: bool, package: str | None) -> None:
     from omegaconf import OmegaConf
 
     from .._validate import SECTION
 
     checked = _validated(inputs)
+    for note in checked.warnings:
+        click.echo(render.warn(note.text), err=True)
     container = OmegaConf.to_container(checked.config, resolve=resolve)
     assert isinstance(container, dict)
     container[SECTION] = checked.contexts.redacted()
-    click.echo(OmegaConf.to_yaml(OmegaConf.create(container)), nl=False)
+    shown = OmegaConf.create(container)
+    if package:
+        shown = _subtree(shown, package)
+        click.echo(f"# @package {package}")
+        if not OmegaConf.is_config(shown):  # a leaf: its value as YAML writes it
+            click.echo(OmegaConf.to_yaml({"v": shown})[len("v: ") :], nl=False)
+            return
+    click.echo(OmegaConf.to_yaml(shown), nl=False)
+
+
+def _subtree(config: Any, path: str) -> Any:
+    """The node at a dotted ``path``, or a usage error naming the nearest key where the path leaves the config."""
+    from omegaconf import OmegaConf
+
+    from .._field_errors import suggest
+
+    node, walked = config, list[str]()
+    for key in path.split("."):
+        if not OmegaConf.is_dict(node) or key not in node:
+            known = [str(k) for k in node] if OmegaConf.is_dict(node) else []
+            close = suggest(key, known)
+            where = ".".join(walked) or "the top"
+            hint = f"; did you mean '{'.'.join([*walked, close])}'?" if close else ""
+            raise ConfigError(f"--package {path}: the config has no key '{key}' under {where}{hint}")
+        node = node[key]
+        walked.append(key)
+    return node
 
 
 @cli.group()
@@ -728,7 +794,7 @@ def _run(
     with ImportCheck([*recipe_modules, *(target.partition(":")[0] for target in workers.values()), *imports]) as check:
         checked = _valid_or_exit(inputs, fmt, then="nothing was launched")
         for note in checked.warnings:
-            click.echo(render.warn(note), err=True)
+            click.echo(render.warn(note.text), err=True)
 
         from ..integrations.verl import _launch
         from ..integrations.verl._binding import resolve_worker_classes

@@ -15,7 +15,7 @@ from .._evolution import RULES
 from .._export import CheckReport
 from .._fingerprint import schema_info
 from .._lint import RAY_WARN_BYTES
-from ..errors import FieldError
+from ..errors import ContextWarning, FieldError
 
 
 def ok(text: str) -> str:
@@ -83,8 +83,40 @@ def roles_summary(contexts: ContextSet) -> dict[str, Any]:
     return out
 
 
-def warning_texts(caught: Sequence[warnings.WarningMessage]) -> list[str]:
-    return [f"{w.category.__name__}: {w.message}" for w in caught]
+@dataclasses.dataclass(frozen=True)
+class Warned:
+    """A warning a command raised, as its JSON answer gives it: whose (``role``), which value (``path``), what kind
+    (``code``: ``inactive_role``, ``literal_secret``, ``payload``, ``schema_skew``; another library's warning by its
+    class name) and the message."""
+
+    role: str | None
+    path: str | None
+    code: str
+    message: str
+    category: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.category}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "path": self.path, "code": self.code, "message": self.message}
+
+    def as_error(self) -> FieldError:
+        """The warning as an error, for ``--strict``."""
+        return FieldError(
+            self.role or "", self.path or "", f"{self.category} (an error under --strict): {self.message}"
+        )
+
+
+def warnings_caught(caught: Sequence[warnings.WarningMessage]) -> list[Warned]:
+    out = []
+    for w in caught:
+        found = w.message
+        code = getattr(w.category, "code", None) if isinstance(found, ContextWarning) else None
+        role, path = (found.role, found.path) if isinstance(found, ContextWarning) else (None, None)
+        out.append(Warned(role, path, code or w.category.__name__, str(found), w.category.__name__))
+    return out
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
