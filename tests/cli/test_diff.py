@@ -217,3 +217,28 @@ def test_one_verdict_whatever_the_form_after_migrating(
     without = run_cli("diff", str(saved[2]), "--against", str(saved[4]))  # no schema to migrate with: not comparable
     assert without.code == 1
     assert "schema differs" in without.out
+
+
+def test_a_refused_resume_tells_the_exact_diff_and_run_commands(run_cli: Run, save: Callable[..., Path]) -> None:
+    """`run` refusing a resume whose contexts changed names the commands to compare and to accept with this launch's
+    own arguments (no placeholders), and the diff command it names runs and shows the change."""
+    latest = save(2, *BASE)
+    (latest.parent / "latest_checkpointed_iteration.txt").write_text("2")
+    launch = [
+        "-s",
+        "my_ctx",
+        "trainer.default_local_dir=run",
+        "+extra_context.critic.value_clip=0.5",
+        "+extra_context.reward.token=${oc.env:TOKEN}",
+    ]
+    env = {"TOKEN": OLD_SECRET}
+    res = run_cli("run", "--check", "--import", "my_ctx", *launch, env=env)
+    assert res.code == 1, res.out + res.err
+    args = "-s my_ctx trainer.default_local_dir=run +extra_context.critic.value_clip=0.5 "
+    args += "'+extra_context.reward.token=${oc.env:TOKEN}'"
+    assert f"`verl-ctx diff {latest} {args}`" in res.err
+    assert f"`verl-ctx run --accept-context-change --import my_ctx {args}`" in res.err
+    assert "MODULE" not in res.err
+    diff = run_cli("diff", str(latest), *launch, env=env)
+    assert diff.code == 1, diff.out + diff.err
+    assert "[critic] value_clip: 0.3 -> 0.5" in diff.out

@@ -60,6 +60,13 @@ class ConfigInputs:
     #: ``--strict``: every warning validation raises is an error (exit 1).
     strict: bool = False
 
+    def as_args(self) -> list[str]:
+        """These inputs as a command line gives them (for a hint that names the command to run next)."""
+        args = [a for m in self.modules for a in ("-s", m)]
+        args += ["--config", self.config_file] if self.config_file else []
+        args += ["-m", self.entry] if self.entry else []
+        return [*args, *(["--strict"] if self.strict else []), *self.verl_args]
+
 
 def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add the shared options and hand them to the command as one ``inputs: ConfigInputs``."""
@@ -785,6 +792,14 @@ def _run(
         unfinished = {"ok": None, "error": "the rehearsal did not finish"}
         _write_text(report_file, json.dumps(unfinished) + "\n", option="--report", what="the report to ")
     workers = _workers(worker_specs)
+    from ..integrations.verl._checkpoint import LAUNCH_ARGS
+
+    # A resume the checkpoint's contexts refuse tells the exact diff and run commands: these arguments.
+    run_only = [
+        *(a for spec in worker_specs for a in ("--worker", spec)),
+        *(a for m in imports for a in ("--import", m)),
+    ]
+    LAUNCH_ARGS.set((inputs.as_args(), run_only))
     from .._modules import ImportCheck
     from ..integrations.verl._entry import VERL_ENTRY
 

@@ -35,8 +35,10 @@ import importlib
 import json
 import os
 import secrets
+import shlex
 import warnings
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -613,7 +615,7 @@ class _RunContexts:
         if found.changes and not accept:
             if record:
                 _append_history(folder, {**entry, "result": "refused: contexts changed"})
-            raise _changed_error(folder, found)
+            raise _changed_error(folder, found, self.contexts)
 
     def _compared(self, folder: str) -> tuple[Snapshot, Comparison, dict[str, Any]]:
         saved = Snapshot.read(folder)
@@ -638,7 +640,7 @@ class _RunContexts:
             print(f"verl-ctx: {line} (the checkpoint's context, to compare it with this launch's)", flush=True)
         if found.changes and not accept:
             _append_history(folder, {**entry, "result": "refused: contexts changed"})
-            raise _changed_error(folder, found)
+            raise _changed_error(folder, found, self.contexts)
         if found.changes:
             entry["result"] = "changed: accepted"
             print(
@@ -658,17 +660,31 @@ def _info(ctx: RoleContext) -> tuple[str, int, str]:
     return info.schema_id, info.version, info.fingerprint
 
 
-def _changed_error(folder: str, found: Comparison) -> ContextChangedError:
+#: This launch's arguments, set by ``verl-ctx run`` so that a refusal tells the exact commands to compare or accept:
+#: what ``diff`` takes (``-s``, ``--config``, ``-m``, verl's arguments) and what only ``run`` takes (``--worker``,
+#: ``--import``). Unset, a refusal names the schema modules it knows.
+LAUNCH_ARGS: ContextVar[tuple[Sequence[str], Sequence[str]] | None] = ContextVar("verl_ctx_launch_args", default=None)
+
+
+def _changed_error(folder: str, found: Comparison, contexts: Mapping[str, RoleContext]) -> ContextChangedError:
     count = len(found.changes) + found.omitted
     lines = "\n".join(f"  {line}" for line in found.listing())
     migrated = "".join(f"\n  (note: {m})" for m in found.migrated)
+    given = LAUNCH_ARGS.get()
+    if given is None:
+        modules = sorted({type(ctx).__module__ for ctx in contexts.values()})
+        args, rest = shlex.join(a for m in modules for a in ("-s", m)), " [VERL_ARGS as launched]"
+        run_args = args
+    else:
+        args, rest = shlex.join(given[0]), ""
+        run_args = shlex.join([*given[1], *given[0]])
     return ContextChangedError(
         f"this run's contexts differ from those saved with the checkpoint it resumes, {folder} "
         f"({count} change{'s' if count != 1 else ''}; expected the same, or training silently continues with "
         f"different ones):\n{lines}{migrated}\n"
-        "To resume with these contexts anyway, relaunch with `verl-ctx run --accept-context-change ...` (or the "
-        f"override +{ACCEPT_KEY}=true); the change is recorded in the checkpoint's {DIR_NAME}/{HISTORY_FILE}. To "
-        f"compare first: `verl-ctx diff {folder} -s MODULE [VERL_ARGS]`. To start afresh instead: "
+        f"To compare: `verl-ctx diff {shlex.quote(folder)} {args}{rest}`. To resume with these contexts anyway: "
+        f"`verl-ctx run --accept-context-change {run_args}{rest}` (or the override +{ACCEPT_KEY}=true); the change is "
+        f"recorded in the checkpoint's {DIR_NAME}/{HISTORY_FILE}. To start afresh instead: "
         "trainer.resume_mode=disable or another trainer.default_local_dir",
         changes=[str(c) for c in found.changes],
     )
