@@ -110,7 +110,9 @@ class RedactingStream(io.TextIOBase):
         self._wrapped = wrapped
         self._pending = ""
 
-    def write(self, text: str) -> int:
+    def write(self, text: str | bytes) -> int:
+        if isinstance(text, bytes):  # click.echo(bytes) writes to a stream without a binary buffer as to this one
+            text = text.decode(self.encoding, "replace")
         if not _forms:
             self._flush_pending()
             return self._wrapped.write(text)

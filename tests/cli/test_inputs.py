@@ -461,3 +461,25 @@ def test_a_secret_inside_another_value_is_masked_in_what_the_command_prints(
     assert "http://judge.internal/score?key=**********" in res.out
     for form in (key, key.encode().hex()):
         assert form not in res.out + res.err
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("verl-ctx valid", ["validate"]),
+        ("verl-ctx validate -s my_c", ["my_ctx"]),
+        ("verl-ctx run --import pk", ["pkg."]),
+        ("verl-ctx run -m pkg.ma", ["pkg.main_x"]),
+        ("verl-ctx config --pack", ["--package"]),
+    ],
+)
+def test_shell_completion_completes_commands_options_and_modules(
+    run_cli: Run, ctx_module: str, write: Write, words: str, expected: list[str]
+) -> None:
+    """click's bash completion, as docs/editor.md installs it: module names come from the working directory."""
+    write("pkg/__init__.py", "")
+    write("pkg/main_x.py", "")
+    cword = str(len(words.split()) - 1)
+    res = run_cli(env={"_VERL_CTX_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": cword})
+    assert res.code == 0, res.err
+    assert [line.split(",", 1)[1] for line in res.out.splitlines()] == expected

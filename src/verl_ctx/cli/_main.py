@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
 from .._contextset import ContextSet
 from .._redact import RedactingStream, learn, redact
@@ -68,6 +69,21 @@ class ConfigInputs:
         return [*args, *(["--strict"] if self.strict else []), *self.verl_args]
 
 
+def _complete_module(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a module name (``-s``, ``-m``, ``--import``): the packages and modules under the working
+    directory, where verl-ctx imports them from, one dotted level at a time."""
+    import pkgutil
+
+    parent, _, stem = incomplete.rpartition(".")
+    folder = os.path.join(os.getcwd(), *parent.split(".")) if parent else os.getcwd()
+    prefix = f"{parent}." if parent else ""
+    found = []
+    for module in pkgutil.iter_modules([folder]):
+        if module.name.startswith(stem) and (not module.name.startswith("_") or stem.startswith("_")):
+            found.append(CompletionItem(prefix + module.name + ("." if module.ispkg else ""), type="plain"))
+    return found
+
+
 def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add the shared options and hand them to the command as one ``inputs: ConfigInputs``."""
 
@@ -89,6 +105,7 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
             "modules",
             multiple=True,
             metavar="MODULE",
+            shell_complete=_complete_module,
             help="Module defining RoleContext schemas (repeatable).",
         ),
         _path_option(
@@ -103,6 +120,7 @@ def _config_inputs(fn: Callable[..., Any]) -> Callable[..., Any]:
             "entry",
             default=None,
             metavar="MODULE",
+            shell_complete=_complete_module,
             help="The recipe's entry module, as its launch script runs it (`python -m MODULE ...`): its @hydra.main "
             "config is composed from the same arguments, run from the same working directory. Default: "
             "verl.trainer.main_ppo.",
@@ -713,6 +731,7 @@ def _findable(given: str, target: str) -> None:
     "imports",
     multiple=True,
     metavar="MODULE",
+    shell_complete=_complete_module,
     help="Import MODULE inside the TaskRunner before verl builds its trainer (e.g. one that calls "
     "@register_trainer). Repeatable.",
 )
