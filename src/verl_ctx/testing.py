@@ -36,6 +36,7 @@ __all__ = [
     "bound_worker",
     "contexts",
     "hydra_config",
+    "reward_kwargs",
     "save_checkpoint",
     "tiny_dataset",
     "tiny_model",
@@ -75,6 +76,17 @@ def hydra_config(*items: _schema.RoleContext, overrides: Sequence[str] = ()) -> 
     config = compose_config(overrides=overrides)
     bind_config(config, {role: _envelope.encode(ctx) for role, ctx in contexts(*items).items()})
     return config
+
+
+def reward_kwargs(*items: _schema.RoleContext) -> dict[str, Any]:
+    """The keyword arguments verl's reward loop passes a ``compute_score(..., **kwargs)`` carrying ``items``: the
+    ``reward.custom_reward_function.reward_kwargs`` ``verl-ctx run`` writes. ``decode(kwargs, RewardContext)`` reads
+    them as the function does at run time::
+
+        assert compute_score("gsm8k", "42", "42", **reward_kwargs(RewardContext(length_penalty=-0.1))) == ...
+    """
+    texts = {role: _envelope.to_text(_envelope.encode(ctx)) for role, ctx in contexts(*items).items()}
+    return {_envelope.RESERVED_KEY: texts}
 
 
 def bound_worker(worker_cls: type, *items: _schema.RoleContext, config: Any = None) -> Any:

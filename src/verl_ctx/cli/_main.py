@@ -1041,4 +1041,4 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stdout, sys.stderr = streams
 
 
-from . import _diff  # noqa: E402,F401  (registers `verl-ctx diff` on cli)
+from . import _diff, _init  # noqa: E402,F401  (register `verl-ctx diff` and `verl-ctx init` on cli)
