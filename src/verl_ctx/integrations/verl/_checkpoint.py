@@ -589,7 +589,7 @@ def _schema_for(env: Mapping[str, Any]) -> type[RoleContext]:
         raise ConfigError(
             f"[{env['role']}] cannot save or check this run's contexts with its checkpoints: schema {schema_id} "
             "cannot be imported in the TaskRunner process. Define it at the top level of an importable module and "
-            "import it there (`verl-ctx run -s MODULE` does; from Python, launch(..., imports=['MODULE']))"
+            f"import it there (`verl-ctx run -s {module}` does; from Python, launch(..., imports=['{module}']))"
         )
     return found
 
