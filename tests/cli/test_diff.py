@@ -242,3 +242,32 @@ def test_a_refused_resume_tells_the_exact_diff_and_run_commands(run_cli: Run, sa
     diff = run_cli("diff", str(latest), *launch, env=env)
     assert diff.code == 1, diff.out + diff.err
     assert "[critic] value_clip: 0.3 -> 0.5" in diff.out
+
+
+def test_a_schema_change_schema_check_calls_compatible_never_stops_a_resume(
+    run_cli: Run, save: Callable[..., Path], write: Callable[[str, str], Path]
+) -> None:
+    """A field added with a default at the same version: `schema check` says compatible, and `diff` (what a resume
+    compares) agrees, with a line saying the schema changed; the new field's value is compared like any other. A
+    change that would read a saved value otherwise (int -> str) is refused by both."""
+    ckpt = save(3, *BASE)
+    assert run_cli("schema", "export", "-s", "my_ctx", "-o", "exported").code == 0
+    added = CONTEXTS.replace("warmup_steps: int = 0", "warmup_steps: int = 0\n        bonus: float = 0.0")
+    assert added != CONTEXTS
+    write("my_ctx.py", added)
+    check = run_cli("schema", "check", "-s", "my_ctx", "exported")
+    assert check.code == 0, check.out + check.err
+    same = run_cli("diff", str(ckpt), "-s", "my_ctx", *BASE)
+    assert same.code == 0, same.out + same.err
+    assert "[critic] schema changed at the same version" in same.out
+    assert "the checkpoint's values read unchanged" in same.out
+    other = run_cli("diff", str(ckpt), "-s", "my_ctx", *BASE, "+extra_context.critic.bonus=0.5")
+    assert other.code == 1
+    assert "[critic] bonus: 0.0 -> 0.5" in other.out
+
+    retyped = CONTEXTS.replace("warmup_steps: int = 0", "warmup_steps: str = '0'")
+    write("my_ctx.py", retyped)
+    assert run_cli("schema", "check", "-s", "my_ctx", "exported").code == 1
+    refused = run_cli("diff", str(ckpt), "-s", "my_ctx", *BASE, "+extra_context.critic.warmup_steps='0'")
+    assert refused.code == 1
+    assert "cannot be read with this code's schema" in refused.out

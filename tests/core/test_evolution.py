@@ -1171,6 +1171,12 @@ def check_direction(data: st.DataObject, old_ty: Ty, new_ty: Ty, label: str, tal
         _bump("payloads decoded", tally)
         # Never another value: whatever decode accepts is the driver's value, typed (checked on what it returned).
         assert not decoded or typed_same(instance, got), f"decoded another value: {instance!r} -> {got!r}\n{changes}"
+        # The resume (and `verl-ctx diff`) agree with the handshake: a checkpoint saved with this value under the old
+        # schema resumes under the new one exactly when the worker would decode it, relaunched with the same value.
+        resumed = _resume_changes(instance, got if decoded else direct)
+        if resumed is not None:
+            assert (not resumed) == decoded, f"resume {resumed or 'accepted'} where decode {decoded}: {sent!r}"
+            _bump("resumes agreeing with the handshake", tally)
         if old_ty_has_code or new_ty_has_code:
             # With validators, the worker runs only those whose code differs from the driver's (the shared ones
             # ran there); `direct` above ran them all, so it is no truth here. A compatible verdict must decode.
@@ -1217,6 +1223,21 @@ def check_direction(data: st.DataObject, old_ty: Ty, new_ty: Ty, label: str, tal
             for c in changes:
                 if c.breaking:
                     _bump(f"  no witness: {c.rule}", tally)
+
+
+def _resume_changes(saved: BaseModel, launched: BaseModel | None) -> list[str] | None:
+    """What a resume from a checkpoint holding ``saved`` lists against a launch of ``launched`` (None: no launch
+    value to compare, or the checkpoint module is not installed here)."""
+    try:
+        from verl_ctx.integrations.verl._checkpoint import Snapshot, compare_with_launch
+    except ImportError:  # pragma: no cover - a core-only environment
+        return None
+    if launched is None:
+        return None
+    role = schema_info(type(saved)).roles[0]
+    assert isinstance(saved, RoleContext) and isinstance(launched, RoleContext)
+    found = compare_with_launch(Snapshot.of({role: saved}, salt=b"0" * 16), {role: launched})
+    return found.listing()
 
 
 @st.composite

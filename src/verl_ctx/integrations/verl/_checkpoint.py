@@ -424,7 +424,13 @@ def _in_shape(
     if env["schema_version"] < info.version:
         out.migrated.append(f"{which + ': ' if which else ''}[{role}] {_env_header(env)} migrated to {here}")
     else:
-        out.add(Change(role, _SCHEMA, _env_header(env), here, "schema changed without a version bump"))
+        # Another schema at the same version, which decode accepted: by the handshake's rule (a worker's, and what
+        # `schema check` judges for every value) every saved value reads unchanged, so the schema is no change in
+        # itself: the values are compared below (a field added since is its default against the launch's value).
+        out.notes.append(
+            f"{which + ': ' if which else ''}[{role}] schema changed at the same version ({_env_header(env)} -> "
+            f"{here}); the checkpoint's values read unchanged"
+        )
     return decode_payload(_sealed_payload(instance, salt))
 
 
@@ -638,6 +644,8 @@ class _RunContexts:
         saved, found, entry = self._compared(folder)
         for line in found.migrated:
             print(f"verl-ctx: {line} (the checkpoint's context, to compare it with this launch's)", flush=True)
+        for line in found.notes:
+            print(f"verl-ctx: {line}", flush=True)
         if found.changes and not accept:
             _append_history(folder, {**entry, "result": "refused: contexts changed"})
             raise _changed_error(folder, found, self.contexts)
