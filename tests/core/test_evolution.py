@@ -1234,8 +1234,9 @@ def _resume_changes(saved: BaseModel, launched: BaseModel | None) -> list[str] |
         return None
     if launched is None:
         return None
+    assert isinstance(saved, RoleContext)
+    assert isinstance(launched, RoleContext)
     role = schema_info(type(saved)).roles[0]
-    assert isinstance(saved, RoleContext) and isinstance(launched, RoleContext)
     found = compare_with_launch(Snapshot.of({role: saved}, salt=b"0" * 16), {role: launched})
     return found.listing()
 
