@@ -44,8 +44,8 @@ from ._envelope import (
     check_fields,
 )
 from ._field_errors import MAX_ERRORS, field_errors
-from ._fingerprint import CONFIG_KEY, SchemaInfo, cached_info, roles_for, schema_info
-from ._kinds import KIND_KEY, input_names, kept_untyped, renamed_to, widened_from
+from ._fingerprint import CONFIG_KEY, SETTING_KEY, SETTINGS_RECORDED, SchemaInfo, cached_info, roles_for, schema_info
+from ._kinds import KIND_KEY, input_names, kept_untyped, reads_alike, renamed_to
 from ._schema import Migration, RoleContext
 from ._sources import find_envelope
 from ._trusted import replay_post_init, trusted_validator
@@ -390,14 +390,14 @@ def _kinds_changed(env: Mapping[str, Any], info: SchemaInfo, schema: type[RoleCo
     out = []
     for key, digest in info.field_digests.items():
         changed = key.startswith(KIND_KEY) and theirs.get(key, digest) != digest
-        if changed and not widened_from(core, key, theirs[key]):
+        if changed and not reads_alike(core, key, theirs[key]):
             out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, another kind of value)")
     for key, kind in theirs.items():
         if not key.startswith(KIND_KEY) or key in info.field_digests:
             continue
         renamed = renamed_to(core, key)
         if renamed is not None:  # renamed, the old name its alias: the new field reads the value, typed as it is
-            if info.field_digests.get(renamed) != kind and not widened_from(core, renamed, kind):
+            if info.field_digests.get(renamed) != kind and not reads_alike(core, renamed, kind):
                 new = renamed.removeprefix(KIND_KEY).rpartition(".")[2]
                 out.append(f"{key.removeprefix(KIND_KEY)} (its type: the same bytes, read as {new}, another kind)")
         elif kept_untyped(core, key, kind):
@@ -521,6 +521,13 @@ def _describe_diff(env: Mapping[str, Any], info: SchemaInfo) -> str:
             model = key.removeprefix(CONFIG_KEY)
             code.append(
                 f"model config of {model} (driver: {theirs.get(key, 'defaults')}; worker: {ours.get(key, 'defaults')})"
+            )
+        elif key == SETTINGS_RECORDED:
+            continue  # a driver of an older verl-ctx: no entry tells of settings
+        elif key.startswith(SETTING_KEY):
+            where = key.removeprefix(SETTING_KEY)
+            code.append(
+                f"validation settings of {where} (driver: {theirs.get(key, '{}')}; worker: {ours.get(key, '{}')})"
             )
         else:
             code.append(which(key, key[1:], "its code differs"))

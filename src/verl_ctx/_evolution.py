@@ -264,6 +264,12 @@ class _Walk:
         alone = len(old_members) == 1 or len(new_members) == 1
         if tag and (old_tag == new_tag or alone) and all(_tags(m, tag) for m in old_members + new_members):
             self.tagged(old_members, new_members, tag, path)
+        elif old_tag and not new_tag and not alone and _told_apart(old_members + new_members, old_tag):
+            # The discriminator dropped, each member still a distinct constant at the tag: an old value (which had
+            # to carry its tag) validates as its own member only, as before; a config section may now leave the tag
+            # out, which the tagged union refused.
+            self.tagged(old_members, new_members, old_tag, path)
+            self.add("CONSTRAINT_LOOSENED", path, f"discriminator {old_tag!r} dropped; members still told apart by it")
         elif old_tag != new_tag and not alone:
             self.add("FIELD_TYPE_CHANGED", path, f"discriminator {old_tag!r} -> {new_tag!r}")
         else:
@@ -564,6 +570,20 @@ def _tags(member: Mapping[str, Any], tag: str) -> list[Any]:
     if not isinstance(prop, dict) or ("enum" not in prop and "const" not in prop):
         return []
     return _values(prop)
+
+
+def _told_apart(members: Sequence[Mapping[str, Any]], tag: str) -> bool:
+    """Whether each member of a union (old and new alike) holds its own constant values at ``tag``, so a value tagged
+    for one validates as no other: a plain union of them picks the member a discriminated union would."""
+    by_title: dict[Any, set[str]] = {}
+    for member in members:
+        values = _tags(member, tag)
+        prop = (member.get("properties") or {}).get(tag) or {}
+        if not values or (tag not in (member.get("required") or ()) and "default" not in prop):
+            return False
+        for value in values:
+            by_title.setdefault(_exact(value), set()).add(str(member.get("title")))
+    return all(len(titles) == 1 for titles in by_title.values())
 
 
 def _member_path(path: str, tag: Any) -> str:

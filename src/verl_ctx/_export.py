@@ -15,8 +15,8 @@ from pydantic_core import core_schema
 
 from ._decode import read_as
 from ._evolution import Change, diff_schemas
-from ._fingerprint import CONFIG_KEY, schema_info
-from ._kinds import KIND_KEY, input_names, model_named, renamed_to, widened_from
+from ._fingerprint import CONFIG_KEY, SETTING_KEY, SETTINGS_RECORDED, schema_info
+from ._kinds import KIND_KEY, input_names, model_named, reads_alike, renamed_to
 from ._registry import ContextRegistry
 from ._schema import RoleContext
 from ._secret_schema import _children as schema_children
@@ -247,6 +247,7 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
             )
         ]
     new = info.field_digests
+    settings_known = SETTINGS_RECORDED in old  # an older lock's missing setting entries tell nothing
     core = schema.__pydantic_core_schema__
     code: list[Change] = []
     fields: list[Change] = []
@@ -261,7 +262,7 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
             # An added or removed field has its own rule; a widening (to an optional, a union, Any) reads every old
             # value as the same typed value, as the handshake judges it.
             renamed = renamed_to(core, key) if isinstance(before, str) and after is None else None
-            if renamed is not None and new.get(renamed) != before and not widened_from(core, renamed, str(before)):
+            if renamed is not None and new.get(renamed) != before and not reads_alike(core, renamed, str(before)):
                 # renamed with its old name as alias: old payloads are read into the new field, of another kind
                 code.append(
                     Change(
@@ -276,7 +277,7 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
                 code += _wire_name_gone(core, key.removeprefix(KIND_KEY), changes)
             elif before is None and after is not None:
                 code += _wire_name_required(core, key.removeprefix(KIND_KEY), old, changes)
-            elif before is not None and after is not None and not widened_from(core, key, before):
+            elif before is not None and after is not None and not reads_alike(core, key, before):
                 code.append(
                     Change(
                         "FIELD_TYPE_CHANGED",
@@ -285,6 +286,11 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
                         "kind of value; workers refuse them as a mismatch",
                     )
                 )
+        elif key == SETTINGS_RECORDED:
+            continue
+        elif key.startswith(SETTING_KEY):
+            if settings_known:
+                code += setting_changes(key.removeprefix(SETTING_KEY), before, after)
         elif key.startswith("@"):
             what, _, where = key[1:].rpartition(" on ")
             status = "added" if before is None else "removed" if after is None else "code changed"
@@ -345,6 +351,45 @@ def _wire_name_required(core: Any, where: str, old: Mapping[str, Any], changes: 
     if any(c.rule == "REQUIRED_FIELD_ADDED" and (c.path == name or c.path.endswith(f".{name}")) for c in changes):
         return []
     return [Change("REQUIRED_FIELD_ADDED", where, "old payloads lack it (they carry field names); give it a default")]
+
+
+def setting_changes(where: str, before: str | None, after: str | None) -> list[Change]:
+    """Each validation setting JSON Schema leaves out (``SETTINGS``) that changed at ``where``, judged by what an
+    old-valid value (a payload, or a config section's raw input) does under the new one: fail (tightened), read as
+    another value (a changed transform or union mode: breaking, as a changed validator is), or nothing (loosened)."""
+    old, new = json.loads(before or "{}"), json.loads(after or "{}")
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        shown = f"{key} {json.dumps(a)} -> {json.dumps(b)}"
+        verdict = _setting_verdict(key, a, b)
+        if verdict == "same":  # set to what it was by default
+            continue
+        if verdict == "tighter":
+            out.append(Change("CONSTRAINT_TIGHTENED", where, f"{shown}: values valid before may now fail"))
+        elif verdict == "looser":
+            out.append(Change("CONSTRAINT_LOOSENED", where, f"{shown}: accepts more, each old value read as before"))
+        else:
+            out.append(Change("CODE_CHANGED", where, f"{shown}: the same input may validate to another value"))
+    return out
+
+
+def _setting_verdict(key: str, old: Any, new: Any) -> str:
+    """``tighter``, ``looser``, ``same`` (set to its default) or ``other`` (the same input may read as another value)
+    for one setting's change."""
+    if key in ("strict", "allow_inf_nan", "coerce_numbers_to_str"):
+        # strict on, inf/nan refused, numbers no longer taken as text: fewer inputs pass; the reverse, more.
+        on = {"strict": True, "allow_inf_nan": False, "coerce_numbers_to_str": False}[key]
+        default = {"strict": False, "allow_inf_nan": True, "coerce_numbers_to_str": False}[key]
+        was, now = default if old is None else old, default if new is None else new
+        return "same" if was == now else "tighter" if now == on else "looser"
+    if key in ("max_digits", "decimal_places"):
+        return "tighter" if new is not None and (old is None or new < old) else "looser"
+    if key in ("tz_constraint", "now_op", "now_utc_offset"):
+        return "looser" if new is None else "tighter"
+    return "other"  # strip_whitespace, to_lower, to_upper, a union's mode, microseconds_precision, regex_engine
 
 
 # Field-digest entries (``@<kind> <name> on <where>``) whose change leaves every decoded value as it was.

@@ -67,6 +67,35 @@ class SchemaInfo:
 
 #: Prefix of a model-config entry in ``SchemaInfo.field_digests``.
 CONFIG_KEY = "@config "
+#: Prefix of a validation-setting entry (``@setting Model.field``: JSON of ``SETTINGS`` a type there sets), for what
+#: JSON Schema does not show: ``schema check`` judges whether each change accepts less, reads otherwise, or more.
+SETTING_KEY = "@setting "
+#: An entry every schema's digests hold since setting entries were: a lock without it predates them, so a setting
+#: entry it lacks tells nothing.
+SETTINGS_RECORDED = "@setting *"
+# Settings at their pydantic defaults, as pydantic writes them into some types' schemas (a str's lax branch):
+# recorded as absent, so only what a schema itself sets is compared.
+_SETTING_DEFAULTS = {"strict": False, "microseconds_precision": "truncate", "coerce_numbers_to_str": False}
+#: The core-schema keys that change which inputs validate, or to what, and that JSON Schema leaves out. ``mode`` is
+#: a union's (``union_mode``).
+SETTINGS = frozenset(
+    {
+        "strict",
+        "allow_inf_nan",
+        "max_digits",
+        "decimal_places",
+        "tz_constraint",
+        "now_op",
+        "now_utc_offset",
+        "microseconds_precision",
+        "strip_whitespace",
+        "to_lower",
+        "to_upper",
+        "coerce_numbers_to_str",
+        "regex_engine",
+        "mode",
+    }
+)
 
 # --- derived facts, computed once per class ----------------------------------------------------------
 
@@ -219,6 +248,8 @@ class _CoreCanon:
         self.def_digests: dict[str, str] = {}
         self.in_progress: dict[str, str] = {}  # ref -> placeholder while a recursive definition is walked
         self.entries: dict[str, str] = {}
+        self.settings: dict[str, dict[str, Any]] = {}  # where -> the SETTINGS the types there set
+        self.quiet = 0  # inside a branch only strict mode or JSON input takes: its settings are pydantic's
         self.function_entries: dict[int, str] = {}
         self.fields: dict[str, Any] = {}
         # The baseline config every RoleContext has (extra="forbid"): only a schema's own settings are named.
@@ -226,7 +257,13 @@ class _CoreCanon:
         self._collect_defs(schema.__pydantic_core_schema__)
 
     def root(self) -> Any:
-        return self.walk(self.schema.__pydantic_core_schema__, self.schema.__qualname__, root=True)
+        out = self.walk(self.schema.__pydantic_core_schema__, self.schema.__qualname__, root=True)
+        import json  # here: `import verl_ctx` loads nothing a pydantic model does not
+
+        self.entries[SETTINGS_RECORDED] = "1"
+        for where, settings in self.settings.items():
+            self.entries[f"{SETTING_KEY}{where}"] = json.dumps(settings, sort_keys=True)
+        return out
 
     def _collect_defs(self, node: Any) -> None:
         if isinstance(node, dict):
@@ -277,6 +314,14 @@ class _CoreCanon:
         elif kind in _FUNCTION_KINDS:
             where = _wrapped_model(node) or where
         out: dict[str, Any] = {}
+        settings = {
+            k: _plain(v)
+            for k, v in node.items()
+            if k in SETTINGS and (k != "mode" or kind == "union") and _SETTING_DEFAULTS.get(k, object()) != v
+        }
+        # A model's settings are its config (its own entries); a branch only strict mode or JSON takes is pydantic's.
+        if settings and not self.quiet and kind not in ("model", "model-fields", "dataclass", "dataclass-args"):
+            self.settings.setdefault(where, {}).update(settings)
         if kind in ("model", "dataclass") and isinstance(cls, type):
             state = self.class_code(cls)
             if state is not None:  # absent, not null: a class without methods or attributes keeps its fingerprint
@@ -313,6 +358,12 @@ class _CoreCanon:
                 out[key] = {str(tag): self.walk(v, f"{where}[{tag}]") for tag, v in value.items()}
             elif key == "schema" and root and kind in ("definitions", "model", *_FUNCTION_KINDS):
                 out[key] = self.walk(value, where, root=True)  # down to the root model's own fields
+            elif (kind, key) in (("lax-or-strict", "strict_schema"), ("json-or-python", "json_schema")):
+                self.quiet += 1
+                try:
+                    out[key] = self.walk(value, where)
+                finally:
+                    self.quiet -= 1
             else:
                 out[key] = self.walk(value, _step(where, key))
         return out

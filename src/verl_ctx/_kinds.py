@@ -25,7 +25,7 @@ from pydantic.fields import FieldInfo
 
 from ._trusted import declared_validators, function_of
 
-__all__ = ["KIND_KEY", "input_names", "kept_untyped", "kind_entries", "model_named", "renamed_to", "widened_from"]
+__all__ = ["KIND_KEY", "input_names", "kept_untyped", "kind_entries", "model_named", "reads_alike", "renamed_to"]
 
 #: Prefix of a field-kind entry in ``SchemaInfo.field_digests``.
 KIND_KEY = "@kind "
@@ -169,18 +169,47 @@ def _text(kind: str) -> str:
     return kind if len(kind) <= _MAX_TEXT else "#" + _short(kind)
 
 
-def widened_from(core: Any, key: str, theirs: str) -> bool:
-    """Whether the field ``key`` names (``@kind Model.field``) reads every value of the driver's kind ``theirs``
-    as the same typed value: each alternative of ``theirs`` is the worker's kind, one of the alternatives of the
-    worker's optional or union, or a plain kind where the worker takes ``Any``."""
+def reads_alike(core: Any, key: str, theirs: str) -> bool:
+    """Whether the field ``key`` names (``@kind Model.field``) reads each value of the driver's kind ``theirs`` as the
+    same typed value or not at all: each alternative of ``theirs`` is the worker's kind, one of the alternatives of
+    the worker's optional or union, or a plain kind where the worker takes ``Any``; or it is an alternative the worker
+    dropped whose wire form none of the worker's kinds shares (``int | None`` -> ``int``: a nil is refused, an int
+    read as the int it was), so a value of it fails validation, or is coerced into other bytes, which the byte
+    comparison refuses. A dropped alternative sharing a wire form (``tuple | list`` -> ``list``) would be read as
+    another kind of value: not alike."""
     kinds = _Kinds(core)
     target = key.removeprefix(KIND_KEY)
     for model, fields in kinds.models(core):
         for name, schema in fields.items():
             if f"{model}.{name}" == target:
                 mine = {_text(kinds.kind(m)) for m in [schema, *_members(kinds, schema, 0)]}
-                return all(_accepted(alt, mine) for alt in _alternatives(theirs))
+                forms = {_wire_form(alt) for kind in mine for alt in _alternatives(kind)}
+                return (
+                    all(
+                        _accepted(alt, mine) or (_wire_form(alt) is not None and _wire_form(alt) not in forms)
+                        for alt in _alternatives(theirs)
+                    )
+                    and None not in forms
+                )
     return False
+
+
+# The MessagePack form a kind's values take: kinds of one form carry alike (a tuple is sent as a list is).
+_FORMS = {"none": "nil", "bool": "bool", "int": "int", "float": "float", "bytes": "bin", "str": "str"}
+_ARRAYS = ("list[", "tuple[", "set[", "frozenset[", "deque[")
+_MAPS = ("model", "dataclass", "dict[", "typed-dict{")
+
+
+def _wire_form(kind: str) -> str | None:
+    """``nil``, ``bool``, ``int``, ``float``, ``bin``, ``str``, ``array`` or ``map`` for a kind whose values take that
+    form alone; None for any other (``any``, an enum, a datetime, a digest): judged as sharing every form."""
+    if kind in _FORMS:
+        return _FORMS[kind]
+    if kind.startswith(_ARRAYS):
+        return "array"
+    if kind.startswith(_MAPS):
+        return "map"
+    return None
 
 
 def model_named(core: Any, qualname: str) -> type | None:
@@ -254,9 +283,11 @@ def _members(kinds: _Kinds, node: Any, depth: int) -> list[Any]:
         return []
     if node.get("type") == "nullable":
         return [{"type": "none"}, node.get("schema"), *_members(kinds, node.get("schema"), depth + 1)]
-    if node.get("type") == "union":
+    if node.get("type") in ("union", "tagged-union"):
+        choices = node.get("choices") or ()
         out: list[Any] = []
-        for choice in node.get("choices", ()):
+        # a plain union's choices are a list (of (schema, label) pairs when labelled), a tagged union's a tag -> schema
+        for choice in choices.values() if isinstance(choices, dict) else choices:
             member = choice[0] if isinstance(choice, tuple) else choice
             out += [member, *_members(kinds, member, depth + 1)]
         return out

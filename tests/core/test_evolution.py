@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import enum
 import json
@@ -19,13 +20,22 @@ from typing import Annotated, Any, Literal, Optional, Union, overload
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    create_model,
+    field_validator,
+)
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode
 from verl_ctx._codec import decode_payload, encode_payload
 from verl_ctx._evolution import pattern_wider
 from verl_ctx._export import _behaviour_changes
-from verl_ctx.errors import SchemaMismatchError, SchemaSkewWarning
+from verl_ctx.errors import ContextError, SchemaMismatchError, SchemaSkewWarning
 from verl_ctx.schema import RULES, Change, Rule, diff_schemas, schema_info
 
 from ..budget import budget
@@ -1412,3 +1422,88 @@ def test_a_wider_pattern_matches_everything_the_old_one_matched(pair: tuple[str,
         assert all(re.search(new, t) for t in texts if re.search(old, t)), (old, new)
     if widened:
         assert wider, (old, new)
+
+
+_AWARE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+class _TagA(BaseModel):
+    kind: Literal["a"] = "a"
+    x: int = 0
+
+
+class _TagB(BaseModel):
+    kind: Literal["b"] = "b"
+    y: int = 0
+
+
+class _TagC(BaseModel):
+    kind: Literal["c"] = "c"
+    z: int = 0
+
+
+_DISC = Annotated[Union[_TagA, _TagB], Field(discriminator="kind")]  # noqa: UP007 - the form users write
+_DISC3 = Annotated[Union[_TagA, _TagB, _TagC], Field(discriminator="kind")]  # noqa: UP007
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "breaking"),
+    [
+        pytest.param((str, ""), (Annotated[str, Field(strict=True)], ""), "CONSTRAINT_TIGHTENED", id="strict on"),
+        pytest.param((Annotated[str, Field(strict=True)], ""), (str, ""), None, id="strict off"),
+        pytest.param(
+            (str, ""), (Annotated[str, StringConstraints(strip_whitespace=True)], ""), "CODE_CHANGED", id="strip"
+        ),
+        pytest.param(
+            (Union[int, str], 0),  # noqa: UP007
+            (Annotated[Union[int, str], Field(union_mode="left_to_right")], 0),  # noqa: UP007
+            "CODE_CHANGED",
+            id="union_mode",
+        ),
+        pytest.param(
+            (float, 0.0), (Annotated[float, Field(allow_inf_nan=False)], 0.0), "CONSTRAINT_TIGHTENED", id="inf"
+        ),
+        pytest.param((dt.datetime, _AWARE), (AwareDatetime, _AWARE), "CONSTRAINT_TIGHTENED", id="aware datetime"),
+        pytest.param((AwareDatetime, _AWARE), (dt.datetime, _AWARE), None, id="any datetime"),
+        pytest.param(
+            (Annotated[decimal.Decimal, Field(max_digits=5)], decimal.Decimal(1)),
+            (Annotated[decimal.Decimal, Field(max_digits=3)], decimal.Decimal(1)),
+            "CONSTRAINT_TIGHTENED",
+            id="max_digits down",
+        ),
+        pytest.param(
+            (Annotated[decimal.Decimal, Field(max_digits=3)], decimal.Decimal(1)),
+            (Annotated[decimal.Decimal, Field(max_digits=5)], decimal.Decimal(1)),
+            None,
+            id="max_digits up",
+        ),
+        pytest.param((_DISC, _TagA()), (_DISC3, _TagA()), None, id="tagged member added"),
+        pytest.param((_DISC, _TagA()), (Union[_TagA, _TagB], _TagA()), None, id="tagged to plain"),  # noqa: UP007
+    ],
+)
+def test_settings_json_schema_does_not_show_are_judged_by_what_old_values_do(
+    old: tuple[Any, Any], new: tuple[Any, Any], breaking: str | None
+) -> None:
+    """A validation setting JSON Schema leaves out (strict, a transform, a union's mode, inf/nan, a datetime's zone,
+    a Decimal's digits) is breaking when an old-valid value may fail or read otherwise, not when it may not; a tagged
+    union that gains a member, or keeps its tags as a plain union, stays compatible."""
+    verdict = _check(_named("Set", f=old), _named("Set", f=new))
+    assert {rule for rule, _ in verdict} == ({breaking} if breaking else set()), verdict
+
+
+def test_the_handshake_decodes_what_reads_unchanged_after_a_narrowing() -> None:
+    """`int | None` -> `int` and `int | str` -> `int`: an int the driver sent reads as that int (decoded), a value of
+    the dropped kind is refused, never read as something else; a tagged union that gained a member decodes."""
+    optional, required = _named("N", o=(Optional[int], None)), _named("N", o=(int, ...))  # noqa: UP045
+    either, narrowed = _named("E", r=(Union[int, str], 0)), _named("E", r=(int, 0))  # noqa: UP007
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaSkewWarning)
+        assert decode(encode(optional(o=3)), required).o == 3
+        assert decode(encode(either(r=3)), narrowed).r == 3
+        assert decode(
+            encode(_named("U", t=(_DISC, _TagA()))(t=_TagB(y=2))), _named("U", t=(_DISC3, _TagA()))
+        ).t == _TagB(y=2)
+    with pytest.raises(ContextError):
+        decode(encode(optional(o=None)), required)
+    with pytest.raises(SchemaMismatchError):
+        decode(encode(either(r="3")), narrowed)

@@ -154,6 +154,7 @@ def test_validators_and_config_are_named_by_where_they_apply() -> None:
         "@after-validator Ctx._v on Ctx.x",
         "@serializer Ctx._s on Ctx.name",
         "@config Ctx",
+        "@setting *",  # the mark that this schema's validation settings are recorded (none is set here)
     }
     assert named["@config Ctx"] == "str_to_lower=True"
     kinds = {"@kind Ctx.x", "@kind Ctx.name", "@kind Ctx.rows", "@kind Row.a"}  # one per field of every model
@@ -229,7 +230,7 @@ def test_fields_named_like_doc_keys_still_count(registry: ContextRegistry) -> No
         other: str = ""
 
     assert schema_info(A).fingerprint != schema_info(B).fingerprint
-    assert set(schema_info(A).field_digests) == {"title", f"@kind {A.__qualname__}.title"}
+    assert set(schema_info(A).field_digests) == {"title", f"@kind {A.__qualname__}.title", "@setting *"}
 
 
 def test_schema_info_is_computed_once_per_class(registry: ContextRegistry) -> None:

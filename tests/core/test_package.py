@@ -67,6 +67,7 @@ PUBLIC = {
         "bound_worker",
         "contexts",
         "hydra_config",
+        "reward_kwargs",
         "save_checkpoint",
         "tiny_dataset",
         "tiny_model",
