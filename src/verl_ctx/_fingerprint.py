@@ -634,10 +634,12 @@ def _globals_read(fn: types.FunctionType, seen: set[int]) -> dict[str, Any]:
 
     A validator ``v * SCALE`` changes behaviour when ``SCALE`` does, ``_helper(v)`` when ``_helper`` does,
     ``ALIASES[v]`` when the dict does, ``helperlib.SCALE`` when the imported module's attribute does, and
-    ``Units.convert(v)`` when the helper class does. Covered: constants and containers of them, functions, the
-    attributes an imported module is read for (every name the code reads that the module has), and the state
-    of user-written classes (``class_state``). Not covered: state reached through a call's result or an
-    object's instance attributes (a client object, a file's contents), which no digest of code can see.
+    ``Units.convert(v)`` when the helper class does, ``SETTINGS.limit`` when the module-level instance does.
+    Covered: constants and containers of them, functions (also wrapped: ``lru_cache``, ``partial``), builtins bound
+    to a name (``norm = str.strip``), the attributes an imported module is read for (every name the code reads that
+    the module has), the state of user-written classes (``class_state``) and of module-level instances of them. Not
+    covered: state reached through a call's result (a file's contents, a server's answer) or held by a library's
+    object (a client), which no digest of code can see (docs/schema-evolution.md).
     """
     names: set[str] = set()
     stack = [fn.__code__]
@@ -670,10 +672,26 @@ def _is_library(obj: Any) -> bool:
 _STDLIB_SKIPPED = frozenset({"abc", "enum", "collections", "dataclasses", "functools", "types"})
 
 
+# Callables written in C: named, as what they do is their name (``norm = str.strip``).
+_BUILTIN_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+)
+
+
 def _state_value(value: Any, seen: set[int]) -> Any:
     """The digestible form of a module global or class attribute, or None for what cannot shape a value."""
     if isinstance(value, (types.FunctionType, functools.partial, staticmethod, classmethod, property)):
         return _code_of(value, seen)
+    if isinstance(value, _BUILTIN_CALLABLES):
+        return {"builtin": f"{getattr(value, '__module__', None)}.{getattr(value, '__qualname__', repr(value))}"}
+    wrapped = getattr(value, "__wrapped__", None)
+    if callable(value) and not isinstance(value, type) and isinstance(wrapped, types.FunctionType):
+        # functools.lru_cache / cache and other wrappers that keep the function they wrap: its code is what runs
+        return {"wraps": type(value).__qualname__, "code": _code_of(wrapped, seen)}
     if isinstance(value, type):
         if issubclass(value, enum.Enum):
             return {"enum": value.__qualname__, "members": {m.name: _plain(m.value) for m in value}}
@@ -687,7 +705,26 @@ def _state_value(value: Any, seen: set[int]) -> Any:
             return _plain(value)
         except RecursionError:  # a container holding itself: its size is what a digest can say
             return {"recursive": type(value).__name__}
-    return None
+    return _instance_state(value, seen)
+
+
+def _instance_state(value: Any, seen: set[int]) -> Any:
+    """A module-level instance of a user-written class (``SETTINGS = Settings(limit=100)``, read as
+    ``SETTINGS.limit``): its class and the digestible form of each attribute; None for a library's object (a client,
+    a lock), whose state no digest should hold."""
+    cls = type(value)
+    if _is_library(value) or _is_library(cls) or id(value) in seen:
+        return None
+    attrs = getattr(value, "__dict__", None)
+    if not isinstance(attrs, dict):
+        slots = [n for klass in cls.__mro__ for n in getattr(klass, "__slots__", ()) if isinstance(n, str)]
+        attrs = {n: getattr(value, n) for n in slots if hasattr(value, n)}
+    seen.add(id(value))
+    try:
+        state = {name: _state_value(attr, seen) for name, attr in sorted(attrs.items())}
+    finally:
+        seen.discard(id(value))
+    return {"instance": f"{cls.__module__}.{cls.__qualname__}", "attrs": state}
 
 
 _DECORATOR_GROUPS = (

@@ -319,3 +319,53 @@ def test_a_default_shaped_like_a_schema_node_is_data(default: dict[str, Any]) ->
     cls = model(default)
     assert decode(encode(cls()), cls).model_dump() == {"table": default}
     assert schema_info(cls).fingerprint != schema_info(model(changed)).fingerprint
+
+
+_READS_STATE = """
+import dataclasses, functools
+
+@dataclasses.dataclass
+class Limits:
+    limit: int
+
+LIMITS = Limits(limit={limit})
+
+@functools.lru_cache
+def shifted(v):
+    return v + {shift}
+
+norm = {norm}
+
+class Ctx(RoleContext, role="critic", registry=ContextRegistry()):
+    x: int = 5
+    name: str = "n"
+
+    @field_validator("x")
+    @classmethod
+    def _capped(cls, v):
+        return min(shifted(v), LIMITS.limit)
+
+    @field_validator("name")
+    @classmethod
+    def _normed(cls, v):
+        return norm(v)
+"""
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [{"limit": "10"}, {"shift": "1"}, {"norm": "str.lower"}],
+    ids=["module-level instance's attribute", "lru_cache helper's body", "builtin bound to a name"],
+)
+def test_what_a_validator_reads_through_objects_wrappers_and_builtins_is_fingerprinted(edit: dict[str, str]) -> None:
+    """A validator reading `LIMITS.limit` (a module-level dataclass instance), calling an `lru_cache`-wrapped helper,
+    or a builtin bound to a name (`norm = str.strip`): changing what it reads changes the fingerprint, so a skewed
+    worker is told instead of silently keeping values the new code would not give."""
+    values = {"limit": "100", "shift": "0", "norm": "str.strip"}
+
+    def source(given: dict[str, str]) -> str:
+        return _READS_STATE.format(**given)
+
+    base = _info(source(values), module="stateful")
+    assert _info(source(values), module="stateful").fingerprint == base.fingerprint  # stable
+    assert _info(source({**values, **edit}), module="stateful").fingerprint != base.fingerprint
