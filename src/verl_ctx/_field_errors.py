@@ -91,15 +91,81 @@ def _one(err: Any, *, role: str, schema: type[BaseModel], prefix: str, withhold:
         shown = None
         hint = "set it in the config or give the field a default"
     elif kind == "extra_forbidden":
-        shown = withheld(err.get("input"))  # an unknown field may be a mistyped secret one
-        close = suggest(str(err["loc"][-1]), known)
-        hint = f"did you mean '{close}'?" if close else (f"known fields: {', '.join(sorted(known))}" if known else None)
+        key = str(err["loc"][-1])
+        close = suggest(key, known)
+        shown = unknown_value_shown(key, err.get("input"), schema, parts[:-1], close)
+        renamed = _renamed_by_migration(schema, key) if len(err["loc"]) == 1 else None
+        if renamed is not None:
+            hint = renamed
+        else:
+            known_text = f"known fields: {', '.join(sorted(known))}" if known else None
+            hint = f"did you mean '{close}'?" if close else known_text
     elif withhold or in_secret_union or may_hold_secret(tp):
         shown = withheld(err.get("input"))
     else:
         shown = render_value(err.get("input"))
         hint = _choice_hint(tp, err.get("input")) or _type_hint(kind, tp)
     return FieldError(role=role, path=path, message=_message(err, kind), input=shown, hint=hint)
+
+
+def unknown_value_shown(key: str, value: Any, schema: type[BaseModel], parent: Sequence[str], close: str | None) -> str:
+    """An unknown field's value as an error shows it: a number, a boolean or null in clear, unless the key reads like
+    a secret's or is a typo of a field that may hold one; anything else (a string, bytes, a container: a secret could
+    be one) by its type and length only."""
+    from ._withhold import looks_secret
+
+    plain = value is None or isinstance(value, (bool, int, float))
+    if not plain or looks_secret(key):
+        return withheld(value)
+    if close is not None:
+        owner = _owner(schema, parent)
+        spec = getattr(owner, "model_fields", {}).get(close) if isinstance(owner, type) else None
+        if spec is None or may_hold_secret(spec.annotation):
+            return withheld(value)
+    return render_value(value)
+
+
+def _owner(schema: type[BaseModel], parts: Sequence[str]) -> Any:
+    """The model at ``parts`` (field names; list positions skipped) under ``schema``, or None."""
+    tp: Any = schema
+    for part in parts:
+        if part.startswith("["):
+            continue
+        fields = getattr(tp, "model_fields", None) if isinstance(tp, type) else None
+        if not fields or part not in fields:
+            return None
+        tp = next(
+            (
+                a
+                for a in [fields[part].annotation, *typing.get_args(fields[part].annotation)]
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
+        )
+    return tp
+
+
+def _renamed_by_migration(schema: type[BaseModel], key: str) -> str | None:
+    """ "renamed to X in version N" when one of ``schema``'s migrations moves ``key`` to another field: found by
+    running the migrations (pure dict -> dict functions) on a probe holding only ``key``, from the oldest."""
+    migrations = getattr(schema, "__verl_ctx_migrations__", None) or {}
+    for start in sorted(migrations):
+        probe: Any = object()
+        data: Any = {key: probe}
+        for step in sorted(v for v in migrations if v >= start):
+            try:
+                data = migrations[step](dict(data))
+            except Exception:  # noqa: BLE001 - a migration written for whole payloads may need other keys
+                break
+            if not isinstance(data, dict):
+                break
+            moved = [k for k, v in data.items() if v is probe and k != key]
+            if moved and key not in data:
+                return (
+                    f"renamed to '{moved[0]}' in version {step + 1} (@migration(from_version={step})): write "
+                    f"{moved[0]} in the config"
+                )
+    return None
 
 
 def join_path(prefix: str, parts: Sequence[str]) -> str:

@@ -9,7 +9,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ._contextset import ContextSet, Provenance, Source
-from ._field_errors import MASK, field_errors, join_path, may_hold_secret, plain, suggest, withheld
+from ._field_errors import (
+    MASK,
+    field_errors,
+    join_path,
+    may_hold_secret,
+    plain,
+    suggest,
+    unknown_value_shown,
+    withheld,
+)
 from ._lint import lint_sizes
 from ._registry import ContextRegistry, default_registry
 from ._roles import inactive_roles
@@ -122,8 +131,8 @@ def _check_role(role: str, schema: type[RoleContext], given: object, prefix: str
             role=role,
             path=join_path(prefix, [*parts, key]),
             message="unknown field",
-            input=withheld(value),
-            hint=f"did you mean '{close}'?" if (close := suggest(key, known)) else f"known fields: {', '.join(known)}",
+            input=unknown_value_shown(key, value, schema, parts, close := suggest(key, known)),
+            hint=f"did you mean '{close}'?" if close else f"known fields: {', '.join(known)}",
         )
         for parts, key, value, known in unknown_keys(schema, given)
     ]

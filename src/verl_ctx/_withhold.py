@@ -30,6 +30,11 @@ _KEY = re.compile(r"^(?:~|\+\+|\+)?([A-Za-z_$][\w\-$]*(?:[./@:][\w\-$]+|\[\d+\])
 _SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|cred|cookie|session|sign|private|cert|bearer", re.I)
 
 
+def looks_secret(name: str) -> bool:
+    """Whether a key reads like a secret's (``api_key``, ``token``, ``password``, ...)."""
+    return bool(_SECRET_NAME.search(name))
+
+
 def override_key(override: str) -> str | None:
     """The key of ``override`` (``+extra_context.reward.token=...`` -> ``extra_context.reward.token``), if readable."""
     found = _KEY.match(override)

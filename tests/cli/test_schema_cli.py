@@ -88,6 +88,11 @@ def test_version_bump_needs_a_migration(run_cli: Run, exported: Path, write: Cal
     write("ctxmod.py", _module(version=2, extra="beta: float", migration=mig))
     res = run_cli("schema", "check", "-s", "ctxmod", "exported")
     assert res.code == 0, res.out
+    # The breaking change is handled by the bump and its migration: said so, never "BREAKING ... compatible".
+    assert "MIGRATED REQUIRED_FIELD_ADDED" in res.out
+    assert "BREAKING" not in res.out
+    assert "handled by version 2 and its migrations" in res.out
+    assert "compatible" not in res.out
 
 
 def test_non_breaking_changes_pass_and_are_listed(

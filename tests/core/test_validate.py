@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, SecretStr
 
-from verl_ctx import ContextRegistry, RoleContext, validate
+from verl_ctx import ContextRegistry, RoleContext, migration, validate
 from verl_ctx._lint import lint_extra_context
 from verl_ctx.errors import ContextValidationError, PayloadWarning
 
@@ -176,3 +176,37 @@ def test_raw_extra_context_lint_names_key_and_class() -> None:
     assert "no_such_module_anywhere" in problems[1]
     assert all(issubclass(w.category, PayloadWarning) for w in caught)
     assert lint_extra_context({"fine": _Local()}, warn=False) == []
+
+
+def test_an_unknown_key_a_migration_renamed_is_named_with_its_new_name_and_a_plain_value_is_shown() -> None:
+    """An old config key a migration renames gets "renamed to X in version N"; an unknown key's number is shown
+    (it could not be a secret), while a string, or a number under a secret-like name or a typo of a secret field,
+    is withheld."""
+    reg = ContextRegistry("renames")
+
+    class Judge(BaseModel):
+        api_key: SecretStr | None = None
+        timeout_s: float = 30.0
+
+    class CriticContext(RoleContext, role="critic", version=2, registry=reg):
+        value_clip: float = 0.2
+        judge: Judge = Judge()
+
+        @migration(from_version=1)
+        def _renamed(data: dict[str, Any]) -> dict[str, Any]:
+            data["value_clip"] = data.pop("clip")
+            return data
+
+    section = {"clip": 0.3, "name": "sk-live-1234", "judge": {"timout_s": 3, "api_kye": 98765, "auth_pin": 5}}
+    with pytest.raises(ContextValidationError) as caught:
+        validate({"extra_context": {"critic": section}}, registry=reg)
+    by_path = {e.path: e for e in caught.value.errors}
+    clip = by_path["extra_context.critic.clip"]
+    assert (clip.input, clip.hint) == (
+        "0.3",
+        "renamed to 'value_clip' in version 2 (@migration(from_version=1)): write value_clip in the config",
+    )
+    assert by_path["extra_context.critic.name"].input == "<str, length 12, not shown>"
+    assert by_path["extra_context.critic.judge.timout_s"].input == "3"
+    assert by_path["extra_context.critic.judge.api_kye"].input == "<int, not shown>"
+    assert by_path["extra_context.critic.judge.auth_pin"].input == "<int, not shown>"

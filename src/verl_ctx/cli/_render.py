@@ -162,10 +162,19 @@ def check_lines(report: CheckReport) -> Iterator[str]:
         if r.old_version is None:
             head += ": new schema, not in the export"
         yield bad(head) if r.problem else ok(head)
+        # A breaking change under a version bump with its migrations is handled, not compatible: said so.
+        bumped = r.old_version is not None and r.new_version is not None and r.new_version > r.old_version
+        migrated = not r.problem and bumped
         for c in r.changes:
-            yield f"    {'BREAKING ' if c.breaking else '         '}{c}"
+            mark = ("MIGRATED " if migrated else "BREAKING ") if c.breaking else "         "
+            yield f"    {mark}{c}"
         if r.problem:
             yield f"    {click.style(r.problem, fg='red')}"
+        elif migrated and any(c.breaking for c in r.changes):
+            yield (
+                f"    breaking for v{r.old_version} payloads and config sections, handled by version {r.new_version} "
+                "and its migrations; run `verl-ctx schema export` to record these changes"
+            )
         elif r.changes:
             yield "    compatible; run `verl-ctx schema export` to record these changes"
 
