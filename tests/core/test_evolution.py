@@ -606,13 +606,15 @@ def values(ty: Ty) -> st.SearchStrategy[Any]:
         lo, hi, step = _int_range(c)
         return st.integers(-(-lo // step), hi // step).map(lambda k: k * step)
     if ty.kind == "float":
-        return st.floats(
+        finite = st.floats(
             min_value=max(c.get("ge", -10.0), c.get("gt", -10.0)),
             max_value=min(c.get("le", 10.0), c.get("lt", 10.0)),
             exclude_min="gt" in c and c.get("gt", -99) >= c.get("ge", -99),
             exclude_max="lt" in c and c.get("lt", 99) <= c.get("le", 99),
             allow_nan=False,
         )
+        unbounded = not {"ge", "gt", "le", "lt"} & set(c) and c.get("allow_inf_nan", True)
+        return st.one_of(finite, st.just(math.inf)) if unbounded else finite
     if ty.kind == "str":
         lo, hi = c.get("min_length", 0), c.get("max_length", max(4, c.get("min_length", 0)))
         if lo > hi:
@@ -1018,9 +1020,9 @@ def tweak(draw: st.DrawFn, node: Ty) -> Ty:
 @st.composite
 def constraint(draw: st.DrawFn, node: Ty) -> Ty:
     keys = {
-        "int": ["ge", "gt", "le", "lt", "multiple_of"],
-        "float": ["ge", "gt", "le", "lt"],
-        "str": ["min_length", "max_length", "pattern"],
+        "int": ["ge", "gt", "le", "lt", "multiple_of", "strict"],
+        "float": ["ge", "gt", "le", "lt", "strict", "allow_inf_nan"],
+        "str": ["min_length", "max_length", "pattern", "strict"],
         "list": ["min_length", "max_length"],
     }.get(node.kind, [])
     if not keys:
@@ -1029,6 +1031,8 @@ def constraint(draw: st.DrawFn, node: Ty) -> Ty:
     key = draw(st.sampled_from(keys))
     if key in c and draw(st.booleans()):
         del c[key]
+    elif key in ("strict", "allow_inf_nan"):  # settings JSON Schema does not show: on, or off again
+        c[key] = not c.get(key, key == "allow_inf_nan")
     elif key == "pattern":
         c[key] = draw(st.sampled_from(list(PATTERNS)))
     elif key == "multiple_of":
