@@ -185,6 +185,68 @@ def test_a_store_of_another_job_claiming_our_class_is_refused_before_its_reply_i
         ray.kill(impostor)
 
 
+class _Boom:
+    """Unpickling it writes its marker file: proof a reply was unpickled."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import pathlib
+
+        return (pathlib.Path.write_text, (pathlib.Path(self.marker), "unpickled"))
+
+
+class _SameJobImpostor:
+    """An actor of this very job whose class claims to be verl-ctx's store (the identity checks pass)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def get(self, role: str, limit: int | None = None) -> Any:
+        if limit == 1000:
+            return b"\x00" * (64 * 2**20)  # bytes over the reader's limit
+        if limit == 2000:
+            raise RuntimeError("from the impostor")
+        return _Boom(self.marker)
+
+
+_SameJobImpostor.__module__ = "verl_ctx.integrations.verl._store"
+_SameJobImpostor.__name__ = _SameJobImpostor.__qualname__ = "EnvelopeStore"
+
+
+def test_a_store_reply_is_read_as_bytes_only_never_unpickled(ray_cluster: None, tmp_path: Any) -> None:
+    """An actor of this job that passes every identity check (its class named as the store's, the reference recording
+    its id): an object reply is refused without unpickling it (unpickled, it would write a marker file), so is an
+    exception it raises, and bytes over the reader's limit are refused before they are copied out of Ray's store."""
+    import ray
+
+    from verl_ctx import decode
+
+    marker = tmp_path / "marker"
+    name, namespace = "verl_ctx_store_0b0b0b0b0b0b", ray.get_runtime_context().namespace
+    actor = ray.remote(_SameJobImpostor).options(name=name).remote(str(marker))
+    try:
+        ref = {
+            "verl_ctx_remote": 1,
+            "role": "critic",
+            "store": name,
+            "namespace": namespace,
+            "bytes": 1,
+            "actor_id": actor._actor_id.hex(),
+        }
+        source = {"verl_ctx": {"critic": ref}}
+        with pytest.raises(EnvelopeError, match="a serialized Python object, not envelope bytes; refused without"):
+            decode(source, TableContext)
+        with pytest.raises(EnvelopeError, match=r"an error \(TASK_EXECUTION_EXCEPTION\)"):
+            decode(source, TableContext, max_bytes=2000)
+        with pytest.raises(EnvelopeError, match=r"over the 1000-byte limit \(not copied\)"):
+            decode(source, TableContext, max_bytes=1000)
+        assert not marker.exists()
+    finally:
+        ray.kill(actor)
+
+
 def test_a_store_name_taken_again_after_the_store_is_gone_is_refused(ray_cluster: None) -> None:
     """A reference records its store's actor id: an actor re-created under a dead store's name is not asked."""
     import ray

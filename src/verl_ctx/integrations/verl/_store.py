@@ -9,13 +9,15 @@ driver (``verl_ctx_store_<12 hex>``), and workers and configs carry only a refer
      "bytes": 33554432, "actor_id": "<32 hex>"}
 
 ``fetch_envelope`` (registered with the core reader for references) turns one back into the envelope inside
-the worker. Ray unpickles whatever an actor returns, so it asks nothing of an actor before its identity is
-established from Ray's own records (never from what the actor or the reference claims): the actor now holding
-the name must be the very actor the reference records (a re-created name is another actor), created by this
-Ray job (a reference written by anyone else names an actor of another job), of this module's store class. The
-reference's size is checked against the reader's limit before anything is fetched, and the store itself
-refuses to send an envelope over that limit (it answers with the size instead). It waits at most
-``FETCH_TIMEOUT_S`` and never starts Ray in a process that is not connected to a cluster.
+the worker. It asks nothing of an actor before its identity is established from Ray's own records (never from
+what the actor or the reference claims): the actor now holding the name must be the very actor the reference
+records (a re-created name is another actor), created by this Ray job (a reference written by anyone else names an
+actor of another job), of this module's store class. Then the reply is read as bytes only: Ray unpickles any other
+reply (an object, an exception), so the reader takes it from Ray's object store as Ray holds it and refuses, without
+deserializing, whatever is not bytes (``_reply_bytes``); and a reply longer than the reader's limit is refused before
+it is copied. The reference's size is checked against that limit before anything is asked, and the store itself
+refuses to send an envelope over it (it answers with the size instead). It waits at most ``FETCH_TIMEOUT_S`` and
+never starts Ray in a process that is not connected to a cluster.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ DEFAULT_OFFLOAD_BYTES = 8 * 1024 * 1024
 #: worker's start for minutes).
 FETCH_TIMEOUT_S = 30.0
 
+#: The key of a store's answer that a payload is over the reader's limit (its size, not the payload).
+TOO_LARGE = "verl_ctx_too_large"
+# Bytes an envelope holds besides its payload (role, schema id, fingerprint, field digests): a RAW reply longer than
+# the reader's limit plus this is refused before it is copied out of Ray's object store.
+_ENVELOPE_OVERHEAD = 1 << 20
+
 # The store actors this process started, kept so they live as long as the driver (a named actor dies with
 # its owner's last handle). At most one per launch; a driver launches a handful of runs at most.
 _stores: list[Any] = []
@@ -51,14 +59,19 @@ class EnvelopeStore:
         self._envelopes[role] = (packed, len(packed) if payload_bytes is None else payload_bytes)
         return len(packed)
 
-    def get(self, role: str, limit: int | None = None) -> bytes | int | None:
-        """The packed envelope of ``role``; only its payload's size when that is over ``limit`` (nothing large
-        is sent to a reader that would refuse it)."""
+    def get(self, role: str, limit: int | None = None) -> bytes:
+        """The packed envelope of ``role``; ``{TOO_LARGE: size}`` packed when its payload is over ``limit`` (nothing
+        large is sent to a reader that would refuse it); empty bytes when the store holds none for ``role``.
+
+        Always bytes: Ray hands a reader bytes as they are (its ``RAW`` objects), anything else through pickle, so a
+        reader accepts bytes only and never unpickles a reply (``_raw_reply``)."""
         held = self._envelopes.get(role)
         if held is None:
-            return None
+            return b""
         packed, payload_bytes = held
-        return payload_bytes if limit is not None and payload_bytes > limit else packed
+        if limit is not None and payload_bytes > limit:
+            return msgspec.msgpack.encode({TOO_LARGE: payload_bytes})
+        return packed
 
 
 def offload(
@@ -132,7 +145,7 @@ def fetch_envelope(ref: dict[str, Any], *, max_bytes: int = DEFAULT_MAX_BYTES) -
         ) from None
     _check_identity(store, ref)
     try:
-        packed = ray.get(store.get.remote(role, max_bytes), timeout=FETCH_TIMEOUT_S)
+        packed = _reply_bytes(store.get.remote(role, max_bytes), role, name, max_bytes)
     except ray.exceptions.GetTimeoutError:
         raise MissingContextError(
             f"[{role}] store '{name}' did not answer within {FETCH_TIMEOUT_S:.0f} s", role=role
@@ -142,23 +155,86 @@ def fetch_envelope(ref: dict[str, Any], *, max_bytes: int = DEFAULT_MAX_BYTES) -
             f"[{role}] store actor '{name}' died before it answered (killed, or its node was lost); relaunch the run",
             role=role,
         ) from None
-    if packed is None:
+    if not packed:
         raise MissingContextError(f"[{role}] store '{name}' holds no context for this role", role=role)
-    if type(packed) is int:
-        raise EnvelopeError(
-            f"[{role}] the context in store '{name}' is {packed} bytes, over the {max_bytes}-byte limit "
-            "(not fetched); raise max_bytes= if this size is intended"
-        )
-    if type(packed) is not bytes:
-        raise EnvelopeError(f"[{role}] store '{name}' answered with {type(packed).__name__}, not envelope bytes")
     try:
         env = msgspec.msgpack.decode(packed)
     except (msgspec.DecodeError, ValueError, RecursionError) as e:
         raise EnvelopeError(f"[{role}] store '{name}' answered with a corrupt envelope: {e}") from None
+    if isinstance(env, dict) and set(env) == {TOO_LARGE}:
+        raise EnvelopeError(
+            f"[{role}] the context in store '{name}' is {env[TOO_LARGE]} bytes, over the {max_bytes}-byte limit "
+            "(not fetched); raise max_bytes= if this size is intended"
+        )
     env = check_envelope(env)
     if env["role"] != role:
         raise EnvelopeError(f"[{role}] store '{name}' answered with the envelope of role '{env['role']}'")
     return env
+
+
+def _reply_bytes(reply: Any, role: str, name: str, max_bytes: int) -> bytes:
+    """The store's answer as bytes, read from Ray's object store as Ray holds it, never deserialized: Ray unpickles
+    any reply that is not bytes (an actor's object, its exception), and an actor that passed ``_check_identity`` is
+    still code this reader did not write. A reply longer than the limit is refused before it is copied.
+
+    Ray's raw read (its core worker's ``get_objects``, what ``ray.get`` runs before deserializing) is internal: where
+    this Ray has no such call, ``ray.get`` reads the reply, and the identity checks are the guard."""
+    import ray
+
+    raw = _raw_reply(reply)
+    if raw is None:
+        answer = ray.get(reply, timeout=FETCH_TIMEOUT_S)
+        if type(answer) is not bytes:
+            raise EnvelopeError(f"[{role}] store '{name}' answered with {type(answer).__name__}, not envelope bytes")
+        return answer
+    data, metadata = raw
+    kind = bytes(metadata or b"").split(b",")[0]
+    if kind != b"RAW":
+        error = _ray_error_name(kind) if kind.isdigit() else None
+        if error == "ACTOR_DIED":
+            raise ray.exceptions.RayActorError()
+        what = f"an error ({error})" if error else "a serialized Python object"
+        raise EnvelopeError(
+            f"[{role}] store '{name}' answered with {what}, not envelope bytes; refused without deserializing it"
+        )
+    size = 0 if data is None else len(data)
+    if size > max_bytes + _ENVELOPE_OVERHEAD:
+        raise EnvelopeError(
+            f"[{role}] store '{name}' answered with {size} bytes, over the {max_bytes}-byte limit (not copied)"
+        )
+    return b"" if data is None else bytes(data.to_pybytes())
+
+
+def _raw_reply(reply: Any) -> tuple[Any, Any] | None:
+    """``(data buffer, metadata)`` of a reply as Ray holds it, waiting up to ``FETCH_TIMEOUT_S``; None where this
+    Ray's core worker has no raw read."""
+    import ray
+
+    try:
+        from ray._private.worker import global_worker
+
+        read = global_worker.core_worker.get_objects
+    except (ImportError, AttributeError):  # pragma: no cover - a Ray without the internal read
+        return None
+    ready, _ = ray.wait([reply], timeout=FETCH_TIMEOUT_S)
+    if not ready:
+        raise ray.exceptions.GetTimeoutError()
+    try:
+        found = read([reply], int(FETCH_TIMEOUT_S * 1000))
+        data, metadata = found[0][0], found[0][1]
+    except (TypeError, IndexError):  # pragma: no cover - another signature or shape in another Ray release
+        return None
+    return data, metadata
+
+
+def _ray_error_name(kind: bytes) -> str:
+    """The name of one of Ray's error types (the metadata of a failed task's reply), or its number."""
+    try:
+        from ray.core.generated.common_pb2 import ErrorType
+
+        return str(ErrorType.Name(int(kind)))
+    except (ImportError, ValueError):  # pragma: no cover - an error type this Ray does not name
+        return f"Ray error type {kind.decode()}"
 
 
 def _check_identity(store: Any, ref: dict[str, Any]) -> None:
