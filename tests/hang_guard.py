@@ -57,6 +57,7 @@ class SuiteDeadline:
         self.seconds = seconds
         self.started = time.monotonic()
         self.running: dict[str, float] = {}  # nodeid -> when it started (this process's clock)
+        self.failed: list[str] = []  # nodeid (and phase) of each test that failed so far: named at the deadline
         self.finished = 0
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -74,6 +75,12 @@ class SuiteDeadline:
             self.running[nodeid] = time.monotonic()
 
     @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            with self._lock:
+                self.failed.append(report.nodeid if report.when == "call" else f"{report.nodeid} (in {report.when})")
+
+    @pytest.hookimpl
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         with self._lock:
             self.running.pop(nodeid, None)
@@ -85,12 +92,15 @@ class SuiteDeadline:
         now = time.monotonic()
         with self._lock:
             running = sorted(self.running.items(), key=lambda item: item[1])
-            finished = self.finished
+            finished, failed = self.finished, list(self.failed)
         lines = [
             "",
             f"suite_deadline: the run passed its limit of {self.seconds:.0f} s after {finished} test(s) finished; "
             "ending it.",
         ]
+        if failed:  # the summary pytest would print is never reached: the failures so far, named here
+            lines.append(f"Tests that failed before the deadline ({len(failed)}):")
+            lines += [f"  FAILED {nodeid}" for nodeid in failed]
         if running:
             lines.append("Tests still running (these did not finish):")
             lines += [f"  {nodeid}  (running for {now - since:.0f} s)" for nodeid, since in running]

@@ -86,17 +86,21 @@ def test_a_test_no_signal_reaches_ends_its_worker_and_the_run_goes_on_without_it
     assert seconds < 60
 
 
-def test_a_run_past_its_deadline_is_ended_naming_the_tests_still_running(tmp_path: Path) -> None:
-    """The controller's deadline ends a run that nothing else would, and names what was running when it did."""
+def test_a_run_past_its_deadline_is_ended_naming_the_tests_still_running_and_those_that_failed(tmp_path: Path) -> None:
+    """The controller's deadline ends a run that nothing else would, and names what was running when it did and
+    what had failed by then (pytest's own summary, which would name them, is never reached)."""
     files = {
         "test_slow.py": "import time\n\ndef test_slow():\n    time.sleep(300)\n",
-        "test_quick.py": "def test_quick():\n    pass\n",
+        # test_broken is not its worker's last test: xdist runs a worker's last test only once the run's end is known
+        "test_quick.py": "def test_broken():\n    assert False\n\ndef test_quick():\n    pass\n",
     }
-    code, output, seconds = _pytest(tmp_path, files, "-n", "2", "-o", "timeout=0", "-o", "suite_deadline=8")
+    # 20 s: the two workers start and run the quick module well within it even on a loaded 2-core machine
+    code, output, seconds = _pytest(tmp_path, files, "-n", "2", "-o", "timeout=0", "-o", "suite_deadline=20")
     assert code == 1, output
-    assert "suite_deadline: the run passed its limit of 8 s after 1 test(s) finished" in output
+    assert "suite_deadline: the run passed its limit of 20 s after 1 test(s) finished" in output
     assert "test_slow.py::test_slow  (running for" in output
-    assert seconds < 40
+    assert "Tests that failed before the deadline (1):\n  FAILED test_quick.py::test_broken" in output
+    assert seconds < 60
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["plain", "xdist"])
