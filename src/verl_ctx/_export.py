@@ -256,8 +256,7 @@ def _behaviour_changes(entry: dict[str, Any], schema: type[RoleContext], changes
         if before == after:
             continue
         if key.startswith(CONFIG_KEY):
-            model = key.removeprefix(CONFIG_KEY)
-            code.append(Change("CODE_CHANGED", model, f"model config {before or 'defaults'} -> {after or 'defaults'}"))
+            code += config_changes(key.removeprefix(CONFIG_KEY), before, after)
         elif key.startswith(KIND_KEY):
             # An added or removed field has its own rule; a widening (to an optional, a union, Any) reads every old
             # value as the same typed value, as the handshake judges it.
@@ -374,6 +373,61 @@ def setting_changes(where: str, before: str | None, after: str | None) -> list[C
         else:
             out.append(Change("CODE_CHANGED", where, f"{shown}: the same input may validate to another value"))
     return out
+
+
+# Model-config keys (pydantic-core's names) judged as the type-level setting of the same effect; the serialization
+# settings change no decoded value.
+_CONFIG_AS_SETTING = {
+    "strict": "strict",
+    "allow_inf_nan": "allow_inf_nan",
+    "coerce_numbers_to_str": "coerce_numbers_to_str",
+    "str_strip_whitespace": "strip_whitespace",
+    "str_to_lower": "to_lower",
+    "str_to_upper": "to_upper",
+    "regex_engine": "regex_engine",
+}
+_SERIALIZATION_ONLY = ("ser_json_", "cache_strings", "hide_input_in_errors")
+
+
+def config_changes(model: str, before: str | None, after: str | None) -> list[Change]:
+    """A model config's changes (its lock entry, ``k=v, ...``), each judged by what an old-valid value does: the
+    settings a type can set too as ``setting_changes`` judges them, serialization settings as changing no value,
+    anything else (or an entry that does not read back) as code that may read a value otherwise."""
+    old, new = _config_items(before), _config_items(after)
+    if old is None or new is None:
+        return [Change("CODE_CHANGED", model, f"model config {before or 'defaults'} -> {after or 'defaults'}")]
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        shown = f"model config {key} {a or 'default'} -> {b or 'default'}"
+        if key.startswith(_SERIALIZATION_ONLY):
+            out.append(Change("BEHAVIOUR_CHANGED", model, f"{shown}: serialization only"))
+            continue
+        setting = _CONFIG_AS_SETTING.get(key)
+        verdict = _setting_verdict(setting, _config_value(a), _config_value(b)) if setting else "other"
+        if verdict == "tighter":
+            out.append(Change("CONSTRAINT_TIGHTENED", model, f"{shown}: values valid before may now fail"))
+        elif verdict == "looser":
+            out.append(Change("CONSTRAINT_LOOSENED", model, f"{shown}: accepts more, each old value read as before"))
+        elif verdict != "same":
+            out.append(Change("CODE_CHANGED", model, f"{shown}: the same input may validate to another value"))
+    return out
+
+
+def _config_items(text: str | None) -> dict[str, str] | None:
+    """``k=v, k2=v2`` (a config lock entry) as a mapping; None when it does not read back as one."""
+    if not text:
+        return {}
+    items = [part.partition("=") for part in text.split(", ")]
+    if any(not sep or not key.isidentifier() for key, sep, _ in items):
+        return None
+    return {key: value for key, _, value in items}
+
+
+def _config_value(text: str | None) -> Any:
+    return {"True": True, "False": False, None: None}.get(text, text)
 
 
 def _setting_verdict(key: str, old: Any, new: Any) -> str:

@@ -1511,3 +1511,38 @@ def test_the_handshake_decodes_what_reads_unchanged_after_a_narrowing() -> None:
         decode(encode(optional(o=None)), required)
     with pytest.raises(SchemaMismatchError):
         decode(encode(either(r="3")), narrowed)
+
+
+def _configured(name: str, **config: Any) -> Any:
+    settings: Any = ConfigDict(frozen=True, extra="forbid")
+    settings.update(config)
+    base = type(f"Base{name}", (RoleContext,), {"model_config": settings})
+    made: Any = create_model(
+        "Ctx", __base__=base, __cls_kwargs__={"role": "critic", "registry": ContextRegistry()}, i=(int, 0)
+    )
+    made.__qualname__ = name
+    return made
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "rule"),
+    [
+        ({}, {"strict": True}, "CONSTRAINT_TIGHTENED"),
+        ({"strict": True}, {}, "CONSTRAINT_LOOSENED"),
+        ({}, {"str_strip_whitespace": True}, "CODE_CHANGED"),
+        ({"str_to_lower": True}, {}, "CODE_CHANGED"),
+        ({}, {"ser_json_bytes": "base64"}, "BEHAVIOUR_CHANGED"),
+    ],
+    ids=["strict on", "strict off", "strip on", "lower off", "serialization only"],
+)
+def test_a_model_config_change_is_judged_by_what_old_values_do(
+    old: dict[str, Any], new: dict[str, Any], rule: str
+) -> None:
+    """Model-wide settings as their type-level kin: strict on accepts less (breaking), off more (compatible); a
+    transform in either direction reads a config section's raw input otherwise; a serialization setting changes no
+    decoded value."""
+    old_cls, new_cls = _configured("Cfg", **old), _configured("Cfg", **new)
+    changes = diff_schemas(old_cls.model_json_schema(), new_cls.model_json_schema())
+    lock = {"fingerprint": schema_info(old_cls).fingerprint, "fields": dict(schema_info(old_cls).field_digests)}
+    found = _behaviour_changes(lock, new_cls, changes)
+    assert [c.rule for c in found] == [rule], found
