@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -160,6 +162,13 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
         except Exception as e:  # noqa: BLE001 - OmegaConf raises many types for a bad interpolation
             # OmegaConf's message quotes the interpolation, which is part of a value that may be a secret: say
             # where and what kind of failure only.
+            unset = _unset_environment(value)
+            if unset:  # the usual cause, told by name: a variable's name is no secret, its value is never read here
+                names = ", ".join(f"{name} (read at {key})" for key, name in unset)
+                raise ConfigError(
+                    f"cannot resolve {what}: environment variable {names} is not set; export it before the command, "
+                    "or give a default: '${oc.env:NAME,default}'"
+                ) from None
             where = getattr(e, "full_key", None)
             raise ConfigError(
                 f"cannot resolve {what}: the interpolation at {where or 'a key'} failed ({type(e).__name__}; its "
@@ -169,6 +178,27 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{what} should be a mapping; got {type(value).__name__}")
     return value
+
+
+_ENV_READ = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _unset_environment(config: Any) -> list[tuple[str, str]]:
+    """``(key, variable)`` for each ``${oc.env:NAME}`` (no default) in ``config`` whose variable is not set."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(config, resolve=False)
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack and len(found) < 5:
+        key, node = stack.pop()
+        if isinstance(node, dict):
+            stack += [(f"{key}.{k}" if key else str(k), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(f"{key}[{i}]", v) for i, v in enumerate(node)]
+        elif isinstance(node, str):
+            found += [(key, name) for name in _ENV_READ.findall(node) if name not in os.environ]
+    return sorted(found)
 
 
 def _literal_secrets(

@@ -64,9 +64,26 @@ def test_init_never_overwrites_and_refuses_bad_names_and_roles(run_cli: Run, tmp
     assert run_cli("init", "mine", "--force").code == 0
     assert "class ActorContext" in contexts.read_text()
     assert "use letters, digits and _" in run_cli("init", "my-recipe").err
+    assert "is a Python keyword" in run_cli("init", "class").err
+    for taken in ("verl", "os", "pytest"):  # a recipe would shadow it, or be shadowed by it, on every import
+        shadowing = run_cli("init", taken)
+        assert shadowing.code == 2
+        assert f"a module named {taken} exists already" in shadowing.err
+        assert not (tmp_path / taken).exists()
     bad = run_cli("init", "x", "--roles", "actr,critic")
     assert bad.code == 2
     assert "did you mean 'actor' for 'actr'?" in bad.err
+
+
+@pytest.mark.parametrize("roles", ["reward", "ref", "critic,reward"])
+def test_the_readme_lists_the_files_written(run_cli: Run, tmp_path: Path, roles: str) -> None:
+    name = "listed_" + roles.replace(",", "_")
+    assert run_cli("init", name, "--roles", roles).code == 0
+    readme = (tmp_path / name / "README.md").read_text()
+    listed = {line.split("`")[1] for line in readme.splitlines() if line.startswith("| `")}
+    written = {p.name for p in (tmp_path / name).iterdir()} - {"__init__.py", "README.md"}
+    assert listed == written
+    assert "  " not in commands(name, roles.split(","))["rehearse"]
 
 
 def test_the_printed_next_steps_are_the_readmes(run_cli: Run, tmp_path: Path) -> None:

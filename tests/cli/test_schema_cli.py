@@ -91,7 +91,8 @@ def test_version_bump_needs_a_migration(run_cli: Run, exported: Path, write: Cal
     # The breaking change is handled by the bump and its migration: said so, never "BREAKING ... compatible".
     assert "MIGRATED REQUIRED_FIELD_ADDED" in res.out
     assert "BREAKING" not in res.out
-    assert "handled by version 2 and its migrations" in res.out
+    assert "v1 payloads and checkpoints are migrated to version 2 by its migrations" in res.out
+    assert "a config file written for v1 may need editing" in res.out
     assert "compatible" not in res.out
 
 

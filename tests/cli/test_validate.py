@@ -317,15 +317,17 @@ def test_strict_makes_every_warning_an_error_for_every_command_that_validates(
         assert lenient.code == 0, lenient.err
     strict = run_cli(*command.split(), "--strict", *args)
     assert strict.code == 1, strict.out + strict.err
-    assert "InactiveRoleWarning (an error under --strict): [critic] a context is configured" in strict.err
+    assert "[critic] extra_context.critic: InactiveRoleWarning: a context is configured" in strict.err
+    assert "a warning (inactive_role) made an error by --strict" in strict.err
     assert "pre-launch check" not in strict.err  # refused before verl's checks: nothing was launched
     if command == "validate":
         body = run_cli("validate", "--strict", "--format", "json", *args).json()
         (error,) = body["errors"]
-        assert (body["valid"], error["role"], error["path"], body["warnings"]) == (
+        assert (body["valid"], error["role"], error["path"], error["hint"], body["warnings"]) == (
             False,
             "critic",
             "extra_context.critic",
+            "a warning (inactive_role) made an error by --strict",
             [],
         )
 
@@ -475,3 +477,34 @@ def test_a_report_no_rehearsal_would_write_is_a_usage_error_before_anything_star
     assert res.code == 2, (res.out, res.err)
     assert message in res.err
     assert "Started a local Ray instance" not in res.out + res.err
+
+
+def test_an_unset_environment_variable_is_named_not_its_value(run_cli: Run, ctx_module: str) -> None:
+    """`'key=${oc.env:NAME}'` with NAME unset: the variable and the key that reads it are named (a name is no
+    secret); a set variable's value is never shown."""
+    res = run_cli("validate", "-s", ctx_module, "extra_context.reward.token=${oc.env:JUDGE_TOKEN_XYZ}")
+    assert res.code == 2, res.err
+    assert "environment variable JUDGE_TOKEN_XYZ (read at extra_context.reward.token) is not set" in res.err
+    ok = run_cli(
+        "validate",
+        "-s",
+        ctx_module,
+        "extra_context.reward.token=${oc.env:JUDGE_TOKEN_XYZ}",
+        env={"JUDGE_TOKEN_XYZ": "sk-set-0123456789"},
+    )
+    assert ok.code == 0, ok.err
+    assert "sk-set-0123456789" not in ok.out + ok.err
+
+
+def test_schema_modules_that_register_no_context_are_a_usage_error(
+    run_cli: Run, ctx_module: str, write: Callable[[str, str], Path]
+) -> None:
+    """`-s` naming a package whose schemas live in a submodule validated nothing and said "valid": now exit 2,
+    naming the submodule that holds them."""
+    write("pkg/__init__.py", "")
+    write("pkg/contexts.py", CONTEXTS)
+    res = run_cli("validate", "-s", "pkg")
+    assert res.code == 2, res.out + res.err
+    assert "-s pkg registered no RoleContext" in res.err
+    assert "did you mean -s pkg.contexts?" in res.err
+    assert run_cli("validate", "-s", "pkg.contexts").code == 0

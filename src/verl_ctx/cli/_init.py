@@ -29,7 +29,7 @@ Existing files are never overwritten unless --force is given."""
 @click.option("--force", is_flag=True, help="Overwrite files that exist.")
 @_exits
 def init(name: str, roles: str | None, directory: str, force: bool) -> None:
-    name = _scaffold.check_name(name)
+    name = _scaffold.check_name(name, directory)
     chosen = _scaffold.check_roles(roles)
     files = _scaffold.files(name, chosen)
     there = [path for path in files if (Path(directory) / path).exists()]

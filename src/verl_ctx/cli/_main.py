@@ -387,7 +387,32 @@ def _composed(inputs: ConfigInputs) -> Any:
     if not inputs.modules:
         raise ConfigError("name at least one schema module with -s MODULE (the module that defines your contexts)")
     import_modules(inputs.modules)
+    _check_schemas_registered(inputs.modules)
     return compose_config(inputs.verl_args, config_file=inputs.config_file, entry=inputs.entry)
+
+
+def _check_schemas_registered(modules: Sequence[str]) -> None:
+    """A usage error when the schema modules imported register no ``RoleContext``: validating nothing is no "valid"."""
+    import importlib.util
+
+    from .._registry import default_registry
+
+    if default_registry.roles():
+        return
+    nearby = []
+    for module in modules:
+        for child in ("contexts", "schemas", "context"):
+            try:
+                found = importlib.util.find_spec(f"{module}.{child}") is not None
+            except (ImportError, ValueError):  # not a package
+                found = False
+            if found:
+                nearby.append(f"{module}.{child}")
+    hint = f"; did you mean -s {' -s '.join(nearby)}?" if nearby else ""
+    raise ConfigError(
+        f"-s {' -s '.join(modules)} registered no RoleContext: a schema module defines (or imports) classes like "
+        f'`class CriticContext(RoleContext, role="critic")`{hint}'
+    )
 
 
 def _unused_settings(config: Any, inputs: ConfigInputs) -> list[FieldError]:

@@ -103,10 +103,16 @@ class Warned:
         return {"role": self.role, "path": self.path, "code": self.code, "message": self.message}
 
     def as_error(self) -> FieldError:
-        """The warning as an error, for ``--strict``."""
-        return FieldError(
-            self.role or "", self.path or "", f"{self.category} (an error under --strict): {self.message}"
-        )
+        """The warning as an error, for ``--strict``: its message without the ``[role] path:`` the error's own line
+        starts with, its code in the hint."""
+        message = self.message
+        prefix = f"[{self.role}] " if self.role else ""
+        for lead in (f"{prefix}{self.path}: ", prefix):
+            if lead and message.startswith(lead):
+                message = message[len(lead) :]
+                break
+        hint = f"a warning ({self.code}) made an error by --strict"
+        return FieldError(self.role or "", self.path or "", f"{self.category}: {message}", hint=hint)
 
 
 def warnings_caught(caught: Sequence[warnings.WarningMessage]) -> list[Warned]:
@@ -172,8 +178,9 @@ def check_lines(report: CheckReport) -> Iterator[str]:
             yield f"    {click.style(r.problem, fg='red')}"
         elif migrated and any(c.breaking for c in r.changes):
             yield (
-                f"    breaking for v{r.old_version} payloads and config sections, handled by version {r.new_version} "
-                "and its migrations; run `verl-ctx schema export` to record these changes"
+                f"    v{r.old_version} payloads and checkpoints are migrated to version {r.new_version} by its "
+                f"migrations; a config file written for v{r.old_version} may need editing (`verl-ctx validate` "
+                "names each key, a renamed one by its new name). Run `verl-ctx schema export` to record these changes"
             )
         elif r.changes:
             yield "    compatible; run `verl-ctx schema export` to record these changes"

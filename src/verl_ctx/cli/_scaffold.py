@@ -52,10 +52,27 @@ _VALUES = {
 }
 
 
-def check_name(name: str) -> str:
-    """``name`` if it can be the recipe's package (an identifier, not a keyword), else a usage error."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or keyword.iskeyword(name):
+def check_name(name: str, directory: str) -> str:
+    """``name`` if it can be the recipe's package (an identifier, not a keyword, no module it would shadow or be
+    shadowed by: ``verl``, ``os``, an installed package), else a usage error."""
+    import importlib.util
+    import os
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ConfigError(f"init {name!r}: the recipe's name is its Python package; use letters, digits and _")
+    if keyword.iskeyword(name):
+        raise ConfigError(f"init {name!r}: {name} is a Python keyword, which cannot name a package; choose another")
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    here = os.path.realpath(os.path.join(directory, name))
+    origin = spec.origin or next(iter(spec.submodule_search_locations or ()), None) if spec else None
+    if spec is not None and not (origin and os.path.realpath(origin).startswith(here)):
+        raise ConfigError(
+            f"init {name!r}: a module named {name} exists already ({origin or 'built in'}); a recipe of that name "
+            "would shadow it, or be shadowed by it, on every import. Choose another name"
+        )
     return name
 
 
@@ -87,12 +104,12 @@ def worker_flags(name: str, roles: Sequence[str]) -> list[str]:
 def commands(name: str, roles: Sequence[str]) -> dict[str, str]:
     """The commands the README gives, by step; each runs from the folder that holds ``name/``."""
     base = f"-s {name}.contexts --config {name}/config.yaml"
-    workers = " ".join(f"--worker {flag}" for flag in worker_flags(name, roles))
+    workers = "".join(f" --worker {flag}" for flag in worker_flags(name, roles))
     return {
         "validate": f"verl-ctx validate {base}",
         "test": f"python -m pytest -q {name}",
-        "rehearse": f"verl-ctx run --rehearse {base} {workers} $(python -m verl_ctx.testing tiny-run .tiny)",
-        "launch": f"verl-ctx run {base} {workers} ...the arguments you give verl's main_ppo...",
+        "rehearse": f"verl-ctx run --rehearse {base}{workers} $(python -m verl_ctx.testing tiny-run .tiny)",
+        "launch": f"verl-ctx run {base}{workers} ...the arguments you give verl's main_ppo...",
     }
 
 
@@ -304,6 +321,16 @@ from __future__ import annotations
 
 def _readme(name: str, roles: Sequence[str]) -> str:
     steps = commands(name, roles)
+    rows = [
+        ("contexts.py", "one `RoleContext` per role"),
+        ("config.yaml", "the `extra_context` section, layered over verl's config"),
+    ]
+    if worker_flags(name, roles):
+        rows.append(("workers.py", "the worker classes verl builds, each decoding its role's context"))
+    if "reward" in roles:
+        rows.append(("reward.py", "the reward function, reading its context from `reward_kwargs`"))
+    rows.append((f"test_{name}.py", "unit tests on verl's real objects, no Ray"))
+    table = "\n".join(f"| `{file}` | {what} |" for file, what in rows)
     return f"""# {name}
 
 A verl recipe with typed contexts for {", ".join(roles)}, written by `verl-ctx init`. Run every command from the
@@ -311,11 +338,7 @@ folder that holds `{name}/`.
 
 | file | what it is |
 |---|---|
-| `contexts.py` | one `RoleContext` per role |
-| `config.yaml` | the `extra_context` section (and the reward function's path), layered over verl's config |
-| `workers.py` | the worker classes verl builds, each decoding its role's context |
-| `reward.py` | the reward function, reading its context from `reward_kwargs` (when `reward` is a role) |
-| `test_{name}.py` | unit tests on verl's real objects, no Ray |
+{table}
 
 ```bash
 {steps["validate"]}
