@@ -362,7 +362,7 @@ def setting_changes(where: str, before: str | None, after: str | None) -> list[C
         a, b = old.get(key), new.get(key)
         if a == b:
             continue
-        shown = f"{key} {json.dumps(a)} -> {json.dumps(b)}"
+        shown = f"{key} {'unset' if a is None else json.dumps(a)} -> {'unset' if b is None else json.dumps(b)}"
         verdict = _setting_verdict(key, a, b)
         if verdict == "same":  # set to what it was by default
             continue

@@ -180,6 +180,7 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, Any]:
     return value
 
 
+_LITERAL_DEFAULT = re.compile(r"\$\{oc\.env:[^,}]+,[^}]+\}")
 _ENV_READ = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -213,7 +214,8 @@ def _literal_secrets(
             continue
         if row.source == "command-line override":
             given = [o.split("=", 1)[1] for o in overrides if "=" in o and _sets(o.split("=", 1)[0], row.path)]
-            if given and all("${" in value for value in given):
+            # From the environment, unless the interpolation carries a literal default (${oc.env:NAME,sk-...})
+            if given and all("${" in value and not _LITERAL_DEFAULT.search(value) for value in given):
                 continue
             where = "on the command line, where `ps` and the shell's history show it while the job runs"
         else:

@@ -62,6 +62,14 @@ def check_overrides(overrides: Sequence[str]) -> None:
 
     parser = OverridesParser.create()
     for position, override in enumerate(overrides, 1):
+        if "=" not in override and not override.startswith("~"):
+            # A dotted key is shown; a bare word is not (a secret pasted as an argument of its own looks like one).
+            key = override.lstrip("+")
+            shown = key if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", key) else None
+            raise ConfigError(
+                f"override #{position} ({shown or 'not shown: it may be a secret'}) has no '=': give it as "
+                f"{shown or 'KEY'}=VALUE (or ~KEY to delete a key)"
+            )
         try:
             parser.parse_override(override)
         except Exception:  # noqa: BLE001 - Hydra's parse errors quote the input; none of them is shown

@@ -159,7 +159,8 @@ def test_config_file_flag(run_cli: Run, ctx_module: str, write: Callable[[str, s
         (["validate", "-s", "no_such_module_xyz"], "cannot import schema module 'no_such_module_xyz'"),
         # an override Hydra cannot read is named by position and key, its value never shown (it may be a secret)
         (["validate", "-s", "my_ctx", "extra_context.critic.value_clip=="], "override #1 (extra_context.critic."),
-        (["validate", "-s", "my_ctx", "+extra_context.critic"], "override #1 (extra_context.critic)"),
+        (["validate", "-s", "my_ctx", "+extra_context.critic"], "override #1 (extra_context.critic) has no '='"),
+        (["validate", "-s", "my_ctx", "sk-live-pasted0123"], "override #1 (not shown: it may be a secret)"),
         (["validate", "-s", "my_ctx", "--config", "broken.yaml"], "cannot"),
         (["validate", "-s", "my_ctx", "--config", "missing.yaml"], "cannot read config file"),
         (["validate", "-s", "my_ctx", "--config-path", "conf"], "resolved against the folder of verl.trainer.main_ppo"),

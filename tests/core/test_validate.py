@@ -210,3 +210,15 @@ def test_an_unknown_key_a_migration_renamed_is_named_with_its_new_name_and_a_pla
     assert by_path["extra_context.critic.judge.timout_s"].input == "3"
     assert by_path["extra_context.critic.judge.api_kye"].input == "<int, not shown>"
     assert by_path["extra_context.critic.judge.auth_pin"].input == "<int, not shown>"
+
+
+def test_a_literal_default_of_an_environment_read_is_a_literal_secret(reg: ContextRegistry) -> None:
+    """`'${oc.env:NAME,sk-...}'` gives the secret as a literal when NAME is unset: warned like any literal."""
+    from omegaconf import OmegaConf
+
+    from verl_ctx.errors import LiteralSecretWarning
+
+    override = "+extra_context.reward.api_key=${oc.env:UNSET_VAR_XYZ,sk-literal-default}"
+    config = OmegaConf.create({"extra_context": {"reward": {"judge_url": "u", "api_key": "${oc.env:UNSET_VAR_XYZ,x}"}}})
+    with pytest.warns(LiteralSecretWarning):
+        validate(config, registry=reg, overrides=[override])

@@ -166,7 +166,9 @@ def check_lines(report: CheckReport) -> Iterator[str]:
     for r in report.reports:
         head = f"{r.schema_id} ({'+'.join(r.roles)}) v{r.old_version} -> v{r.new_version}"
         if r.old_version is None:
-            head += ": new schema, not in the export"
+            head = f"{r.schema_id} ({'+'.join(r.roles)}) v{r.new_version}: new schema, not in the export"
+        elif r.new_version is None:
+            head = f"{r.schema_id} ({'+'.join(r.roles)}) v{r.old_version}: in the export, not in today's code"
         yield bad(head) if r.problem else ok(head)
         # A breaking change under a version bump with its migrations is handled, not compatible: said so.
         bumped = r.old_version is not None and r.new_version is not None and r.new_version > r.old_version
