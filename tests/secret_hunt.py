@@ -21,7 +21,7 @@ from pathlib import Path
 
 import msgspec
 
-__all__ = ["encodings_of", "hunt", "hunt_files", "labelled_encodings"]
+__all__ = ["encodings_of", "everything_about", "hunt", "hunt_files", "labelled_encodings"]
 
 # The shortest run of base64 characters worth hunting: shorter runs match ordinary base64 text by chance.
 _MIN_B64_RUN = 8
@@ -125,3 +125,17 @@ def hunt_files(
         if path.resolve() not in skipped:
             lines += hunt(path.read_bytes(), dict(labelled), str(path))
     return lines
+
+
+def everything_about(exc: BaseException) -> str:
+    """All text an exception carries: its message, attributes, traceback, chained and suppressed exceptions, and the
+    arguments it pickles with (what a driver catching a worker's error would see)."""
+    import pickle
+    import traceback
+
+    parts = ["".join(traceback.format_exception(exc)), repr(vars(exc)), repr(pickle.loads(pickle.dumps(exc)).args)]
+    seen: BaseException | None = exc
+    while seen is not None:
+        parts.append(repr(seen))
+        seen = seen.__context__ or seen.__cause__
+    return "\n".join(parts)

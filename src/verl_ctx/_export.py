@@ -363,16 +363,19 @@ def setting_changes(where: str, before: str | None, after: str | None) -> list[C
         if a == b:
             continue
         shown = f"{key} {'unset' if a is None else json.dumps(a)} -> {'unset' if b is None else json.dumps(b)}"
-        verdict = _setting_verdict(key, a, b)
-        if verdict == "same":  # set to what it was by default
-            continue
-        if verdict == "tighter":
-            out.append(Change("CONSTRAINT_TIGHTENED", where, f"{shown}: values valid before may now fail"))
-        elif verdict == "looser":
-            out.append(Change("CONSTRAINT_LOOSENED", where, f"{shown}: accepts more, each old value read as before"))
-        else:
-            out.append(Change("CODE_CHANGED", where, f"{shown}: the same input may validate to another value"))
+        out += _judged(where, shown, _setting_verdict(key, a, b))
     return out
+
+
+def _judged(where: str, shown: str, verdict: str) -> list[Change]:
+    """The change a setting's verdict makes: none when it was set to its default."""
+    if verdict == "same":
+        return []
+    if verdict == "tighter":
+        return [Change("CONSTRAINT_TIGHTENED", where, f"{shown}: values valid before may now fail")]
+    if verdict == "looser":
+        return [Change("CONSTRAINT_LOOSENED", where, f"{shown}: accepts more, each old value read as before")]
+    return [Change("CODE_CHANGED", where, f"{shown}: the same input may validate to another value")]
 
 
 # Model-config keys (pydantic-core's names) judged as the type-level setting of the same effect; the serialization
@@ -406,13 +409,7 @@ def config_changes(model: str, before: str | None, after: str | None) -> list[Ch
             out.append(Change("BEHAVIOUR_CHANGED", model, f"{shown}: serialization only"))
             continue
         setting = _CONFIG_AS_SETTING.get(key)
-        verdict = _setting_verdict(setting, _config_value(a), _config_value(b)) if setting else "other"
-        if verdict == "tighter":
-            out.append(Change("CONSTRAINT_TIGHTENED", model, f"{shown}: values valid before may now fail"))
-        elif verdict == "looser":
-            out.append(Change("CONSTRAINT_LOOSENED", model, f"{shown}: accepts more, each old value read as before"))
-        elif verdict != "same":
-            out.append(Change("CODE_CHANGED", model, f"{shown}: the same input may validate to another value"))
+        out += _judged(model, shown, _setting_verdict(setting, _config_value(a), _config_value(b)) if setting else "")
     return out
 
 

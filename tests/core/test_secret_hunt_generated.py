@@ -12,8 +12,6 @@ The CLI's own outputs have their hunt (``tests/cli/test_secret_hunt.py``).
 from __future__ import annotations
 
 import dataclasses
-import pickle
-import traceback
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
@@ -27,7 +25,7 @@ from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
 from verl_ctx.errors import ContextError, SchemaMismatchError
 
 from ..budget import budget
-from ..secret_hunt import hunt
+from ..secret_hunt import everything_about, hunt
 
 pytest.importorskip("omegaconf")
 
@@ -106,15 +104,6 @@ def _reveal(value: Any) -> str:
     return ""
 
 
-def _everything_about(exc: BaseException) -> str:
-    parts = ["".join(traceback.format_exception(exc)), repr(vars(exc)), repr(pickle.loads(pickle.dumps(exc)).args)]
-    seen: BaseException | None = exc
-    while seen is not None:
-        parts.append(repr(seen))
-        seen = seen.__context__ or seen.__cause__
-    return "\n".join(parts)
-
-
 def _wrong_input(kind: str, secret: Any) -> Any:
     """An input at the secret's place that fails validation and holds the secret (``Secret[int]`` given text, a
     text secret given inside a list)."""
@@ -168,7 +157,7 @@ def test_no_output_path_shows_a_secret_of_any_shape(
     try:
         validate({"extra_context": {"actor": {"s": wrap(_wrong_input(kind, secret))}}}, registry=reg)
     except ContextError as e:
-        found += hunt(_everything_about(e), hunted, "validation error")
+        found += hunt(everything_about(e), hunted, "validation error")
 
     # 3. a worker whose type at the secret's place is no secret: refused, the value not shown
     worker_type = Annotated[str, Field(max_length=3)] if worker == "str, max_length=3" else WORKER_TYPES[worker]
@@ -185,9 +174,9 @@ def test_no_output_path_shows_a_secret_of_any_shape(
         try:
             got: Any = decode(encode(ctx), worker_schema)
         except SchemaMismatchError as e:
-            found += hunt(_everything_about(e), hunted, f"skew error (worker: {worker})")
+            found += hunt(everything_about(e), hunted, f"skew error (worker: {worker})")
         except ContextError as e:
-            found += hunt(_everything_about(e), hunted, f"decode error (worker: {worker})")
+            found += hunt(everything_about(e), hunted, f"decode error (worker: {worker})")
         else:
             found.append(f"a worker typing the secret's place {worker} decoded it: {type(got).__name__}")
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import base64
 import collections
 import datetime as dt
-import pickle
-import traceback
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -16,17 +14,9 @@ from pydantic import BaseModel, Field, Secret, SecretBytes, SecretStr, create_mo
 from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
 from verl_ctx.errors import ContextError, ContextValidationError, SchemaDefinitionError, SchemaMismatchError
 
+from ..secret_hunt import everything_about
+
 SECRET = "sk-live-4f8a1c"
-
-
-def _everything_about(exc: BaseException) -> str:
-    """All text an exception carries: its message, attributes, traceback, chained and suppressed exceptions."""
-    parts = ["".join(traceback.format_exception(exc)), repr(vars(exc)), repr(pickle.loads(pickle.dumps(exc)).args)]
-    seen: BaseException | None = exc
-    while seen is not None:
-        parts.append(repr(seen))
-        seen = seen.__context__ or seen.__cause__
-    return "\n".join(parts)
 
 
 def _assert_clean(text: str) -> None:
@@ -52,7 +42,7 @@ def test_mistyped_secret_field_is_not_echoed(reg: ContextRegistry) -> None:
         judge_token: SecretStr | None = None
 
     err = _validate_error(reg, {"critic": {"judge_tokn": SECRET}})
-    _assert_clean(_everything_about(err))
+    _assert_clean(everything_about(err))
     (field,) = err.errors
     assert field.input == f"<str, length {len(SECRET)}, not shown>"
     assert field.hint == "did you mean 'judge_token'?"
@@ -78,7 +68,7 @@ def test_containers_and_unions_that_may_hold_a_secret_are_not_echoed(
         x=(annotation | None, Field(None, **constraints)),
     )
     err = _validate_error(reg, {"critic": {"x": value}})
-    _assert_clean(_everything_about(err))
+    _assert_clean(everything_about(err))
 
 
 def test_nested_secret_in_a_wrong_shape_is_not_echoed(reg: ContextRegistry) -> None:
@@ -91,7 +81,7 @@ def test_nested_secret_in_a_wrong_shape_is_not_echoed(reg: ContextRegistry) -> N
         judge: Judge
 
     err = _validate_error(reg, {"critic": {"judge": SECRET}})
-    _assert_clean(_everything_about(err))
+    _assert_clean(everything_about(err))
 
 
 def test_no_pydantic_error_is_kept_on_the_exception(reg: ContextRegistry) -> None:
@@ -104,7 +94,7 @@ def test_no_pydantic_error_is_kept_on_the_exception(reg: ContextRegistry) -> Non
     err = _validate_error(reg, {"critic": {"token": SECRET, "n": -1}})
     assert err.__context__ is None
     assert err.__cause__ is None
-    _assert_clean(_everything_about(err))
+    _assert_clean(everything_about(err))
 
 
 def test_skew_that_drops_a_secret_field_names_it_without_its_value() -> None:
@@ -120,7 +110,7 @@ def test_skew_that_drops_a_secret_field_names_it_without_its_value() -> None:
     with pytest.raises(SchemaMismatchError) as info:
         decode(env, Worker)
     assert "judge_token" in str(info.value)
-    _assert_clean(_everything_about(info.value))
+    _assert_clean(everything_about(info.value))
 
 
 @pytest.mark.parametrize(
@@ -145,7 +135,7 @@ def test_a_driver_secret_met_by_a_worker_type_that_is_no_secret_is_a_mismatch_wi
     with pytest.raises(SchemaMismatchError) as info:
         decode(env, worker)
     assert "token" in str(info.value)
-    _assert_clean(_everything_about(info.value))
+    _assert_clean(everything_about(info.value))
 
 
 def test_a_failing_migration_is_named_without_its_message() -> None:
@@ -164,7 +154,7 @@ def test_a_failing_migration_is_named_without_its_message() -> None:
     V2.__verl_ctx_migrations__ = {1: V2._boom}
     with pytest.raises(SchemaMismatchError, match="ValueError") as info:
         decode(encode(V1(token=SECRET)), V2)
-    _assert_clean(_everything_about(info.value))
+    _assert_clean(everything_about(info.value))
 
 
 def test_describe_and_redacted_values_mask_secrets(reg: ContextRegistry) -> None:
@@ -236,7 +226,7 @@ def test_a_pydantic_secret_of_any_type_given_a_wrong_input_is_not_echoed(
     """pydantic.Secret[T] is a secret like SecretStr: a wrong input is said by type and length, never shown."""
     create_model("C", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": reg}, pin=(annotation, None))
     err = _validate_error(reg, {"critic": {"pin": value}})
-    text = _everything_about(err) + repr(err.errors)
+    text = everything_about(err) + repr(err.errors)
     assert str(value[0] if isinstance(value, list) else value) not in text
     (field,) = err.errors
     assert field.input is not None
@@ -253,7 +243,7 @@ def test_edited_payload_error_withholds_secret_inputs() -> None:
     env["payload"] = msgspec.msgpack.encode({"token": [SECRET]})
     with pytest.raises(ContextError) as info:
         decode(env, C)
-    _assert_clean(_everything_about(info.value))
+    _assert_clean(everything_about(info.value))
 
 
 #: Values for ``_secret_in_a_dataclass_schemas``: the secret in a stdlib dataclass, a pydantic one, and nested.
