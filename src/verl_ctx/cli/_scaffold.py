@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ..errors import ConfigError
 
-__all__ = ["ROLES", "commands", "files", "worker_flags"]
+__all__ = ["ROLES", "check_name", "check_roles", "commands", "files", "worker_flags"]
 
 #: The roles a skeleton can hold, in the order its files list them.
 ROLES = ("actor", "ref", "critic", "rollout", "reward")
