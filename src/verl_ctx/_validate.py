@@ -185,7 +185,9 @@ _ENV_READ = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _unset_environment(config: Any) -> list[tuple[str, str]]:
-    """``(key, variable)`` for each ``${oc.env:NAME}`` (no default) in ``config`` whose variable is not set."""
+    """``(key, variable)`` for each value that is exactly ``${oc.env:NAME}`` (the documented way to give a secret) in
+    ``config`` whose variable is not set. A value with anything else around the interpolation is not read: its text
+    may be part of a secret."""
     from omegaconf import OmegaConf
 
     raw = OmegaConf.to_container(config, resolve=False)
@@ -197,8 +199,8 @@ def _unset_environment(config: Any) -> list[tuple[str, str]]:
             stack += [(f"{key}.{k}" if key else str(k), v) for k, v in node.items()]
         elif isinstance(node, list):
             stack += [(f"{key}[{i}]", v) for i, v in enumerate(node)]
-        elif isinstance(node, str):
-            found += [(key, name) for name in _ENV_READ.findall(node) if name not in os.environ]
+        elif isinstance(node, str) and (whole := _ENV_READ.fullmatch(node)) and whole.group(1) not in os.environ:
+            found.append((key, whole.group(1)))
     return sorted(found)
 
 
