@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from verl_ctx._require import importable
 from verl_ctx.cli._scaffold import ROLES, commands, files
 
 from .conftest import Run
@@ -30,6 +31,8 @@ def test_each_skeleton_validates_strictly_and_lints(run_cli: Run, tmp_path: Path
     checked = run_cli("validate", "--strict", "-s", f"{name}.contexts", "--config", f"{name}/config.yaml")
     assert checked.code == 0, checked.err
     assert f"contexts valid for {len(roles.split(','))} role(s)" in checked.out
+    if not importable("ruff"):  # a core-only environment (the compatibility matrix's other Pythons)
+        return
     ruff = [sys.executable, "-m", "ruff"]
     lint = subprocess.run(
         [*ruff, "check", "--line-length", "120", "--select", "E,F,I,W,UP,B", name], cwd=tmp_path, capture_output=True
@@ -41,6 +44,8 @@ def test_each_skeleton_validates_strictly_and_lints(run_cli: Run, tmp_path: Path
 
 def test_the_full_skeleton_passes_its_own_tests(run_cli: Run, tmp_path: Path) -> None:
     """Every role: its unit tests (verl's real config objects, the reward function with its context) pass."""
+    if not importable("torch"):  # verl's worker modules import torch: an environment with verl's config files only
+        pytest.skip("verl's worker classes need torch here")
     assert run_cli("init", "full", "--roles", ",".join(ROLES)).code == 0
     test = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "full"],

@@ -311,9 +311,8 @@ def test_strict_makes_every_warning_an_error_for_every_command_that_validates(
     args = ["-s", ctx_module, "algorithm.adv_estimator=grpo", "extra_context.critic.value_clip=0.3"]
     lenient = run_cli(*command.split(), *args)
     assert "InactiveRoleWarning" in lenient.err
-    if command == "run --check":  # the contexts pass; verl's own checks then refuse this bare config
+    if command == "run --check":  # the contexts pass; verl's own checks then run (and refuse this bare config)
         assert "validated 2 role context(s)" in lenient.out
-        assert "verl's pre-launch check failed" in lenient.err
     else:
         assert lenient.code == 0, lenient.err
     strict = run_cli(*command.split(), "--strict", *args)

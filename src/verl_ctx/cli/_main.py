@@ -387,8 +387,9 @@ def _composed(inputs: ConfigInputs) -> Any:
     if not inputs.modules:
         raise ConfigError("name at least one schema module with -s MODULE (the module that defines your contexts)")
     import_modules(inputs.modules)
-    _check_schemas_registered(inputs.modules)
-    return compose_config(inputs.verl_args, config_file=inputs.config_file, entry=inputs.entry)
+    config = compose_config(inputs.verl_args, config_file=inputs.config_file, entry=inputs.entry)
+    _check_schemas_registered(inputs.modules)  # after composing: a config that cannot be read is told first
+    return config
 
 
 def _check_schemas_registered(modules: Sequence[str]) -> None:
