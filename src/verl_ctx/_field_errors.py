@@ -201,7 +201,10 @@ def _walk(schema: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             known = list(tp.model_fields)
             field = _field(tp, item)
-            parts.append(str(item))
+            # A field's name, or an unknown key shaped like one (a typo); any other key is data (a corrupt payload's
+            # key, a tuple's repr) that may hold a secret: not shown.
+            named = field is not None or (isinstance(item, str) and item.isidentifier())
+            parts.append(_part(item) if named else f"<{type(item).__name__} key, not shown>")
             tp = field.annotation if field is not None else None
             continue
         if is_union(tp) and isinstance(item, str):
@@ -218,12 +221,20 @@ def _walk(schema: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[str], Any
                 parts.append("<key>")
                 tp = args[0] if args else None
             else:
-                parts.append(f"[{item}]" if not isinstance(item, str) else str(item))
+                parts.append(_part(item) if isinstance(item, str) else f"[{_part(item)}]")
                 tp = args[1] if len(args) == 2 else None
         else:
-            parts.append(f"[{item}]" if isinstance(item, int) else str(item))
+            parts.append(f"[{item}]" if isinstance(item, int) else _part(item))
             tp = None
     return parts, tp, known, in_secret_union
+
+
+def _part(item: Any) -> str:
+    """A location part as a path shows it: a name or number as itself; a map key of another type (a corrupt
+    payload's array key, decoded as a tuple) by its type only: it holds data, which may be a secret."""
+    if isinstance(item, (str, int)) and not isinstance(item, bool):
+        return str(item)
+    return f"<{type(item).__name__} key>"
 
 
 def _field(model: type[BaseModel], name: Any) -> Any:

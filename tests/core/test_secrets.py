@@ -431,3 +431,23 @@ def test_a_checkpoint_of_a_context_with_an_int_beyond_messagepack_seals_its_secr
         text = path.read_text(errors="replace")
         _assert_clean(text)
         assert SECRET.encode().hex() not in text
+
+
+def test_a_corrupt_payloads_key_that_holds_a_secret_is_not_in_the_error_path() -> None:
+    """A payload edited so that a map key holds the secret (an array key, read as a tuple, at a model's place): the
+    error names the place by the key's type, never its text (a fresh fuzz seed found the key in the path)."""
+    import msgspec
+
+    from verl_ctx.errors import EnvelopeError
+
+    reg = ContextRegistry("corrupt-key")
+
+    class KeyedContext(RoleContext, role="critic", registry=reg):
+        token: SecretStr = SecretStr("x")
+
+    env = dict(encode(KeyedContext(token=SecretStr(SECRET))))
+    env["payload"] = msgspec.msgpack.encode({"token": SECRET, (SECRET,): 1})
+    with pytest.raises(EnvelopeError) as caught:
+        decode(env, KeyedContext)
+    _assert_clean(everything_about(caught.value))
+    assert "key, not shown>" in str(caught.value)
