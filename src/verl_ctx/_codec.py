@@ -34,11 +34,11 @@ from typing import Any
 
 import msgspec
 from pydantic import BaseModel
-from pydantic.types import _SecretBase
 from pydantic_core import PydanticSerializationError, SchemaValidator, to_jsonable_python
 
 from ._budget import check_decode_cost
 from ._compiled import encoder_for, encoders
+from ._secret_schema import SecretBase
 
 __all__ = [
     "datetime_fields",
@@ -119,7 +119,7 @@ def _enc_hook(obj: Any) -> Any:
         return _model_dict(obj, plan)
     if isinstance(obj, BaseModel):
         return _model_dict(obj, _plan(type(obj)))
-    if isinstance(obj, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[T] (checked at class creation)
+    if isinstance(obj, SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[T] (checked at class creation)
         return obj.get_secret_value()  # the worker needs the secret itself; it is never logged
     if isinstance(obj, collections.deque):
         return list(obj)  # items as they are: pydantic's JSON form would turn a secret in it into stars
@@ -159,11 +159,11 @@ def _wrap_datetimes(value: Any) -> Any:
     return value
 
 
-def _unwrapped(secret: _SecretBase[Any]) -> Any:
+def _unwrapped(secret: SecretBase[Any]) -> Any:
     return secret.get_secret_value()
 
 
-def _prepare_all(value: Any, on_secret: Callable[[_SecretBase[Any]], Any] = _unwrapped) -> Any:
+def _prepare_all(value: Any, on_secret: Callable[[SecretBase[Any]], Any] = _unwrapped) -> Any:
     """Slow path for payloads with ints msgpack cannot hold: walk everything once.
 
     ``on_secret`` gives what a secret travels as: itself for a worker, its seal for a checkpoint. It is called on the
@@ -175,7 +175,7 @@ def _prepare_all(value: Any, on_secret: Callable[[_SecretBase[Any]], Any] = _unw
         if _INT_MIN <= value <= _INT_MAX:
             return value
         return msgspec.msgpack.Ext(EXT_BIG_INT, str(value).encode())
-    if isinstance(value, _SecretBase):
+    if isinstance(value, SecretBase):
         return _prepare_all(on_secret(value), on_secret)
     if isinstance(value, BaseModel):
         plan = _plans.get(type(value)) or _plan(type(value))

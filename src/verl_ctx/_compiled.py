@@ -47,7 +47,7 @@ import threading
 import typing
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any, Literal
@@ -55,6 +55,8 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel, ValidationError
 from pydantic_core import SchemaValidator, core_schema
+
+from . import _schema_walk as schema_walk
 
 __all__ = ["Refused", "decoder_for", "decoders", "encoder_for", "encoders", "forget", "why_not"]
 
@@ -248,7 +250,7 @@ class _Compiler:
 
         self.codec = _codec
         self.root = root
-        self.defs: dict[str, Any] = {}
+        self.defs: Mapping[str, Any] = {}
         self.models: dict[str, _Model] = {}  # by the model node's core-schema ref
         self.active: set[str] = set()
         self.enums: list[type[enum.Enum]] = []
@@ -287,6 +289,7 @@ class _Compiler:
             schema = self.root.__pydantic_core_schema__
         except Exception as e:  # noqa: BLE001 - a model pydantic has not finished building
             raise _NotCompiled(f"pydantic has no core schema for it yet ({type(e).__name__})") from None
+        self.defs = schema_walk.definitions(schema)
         top = self.model(schema)
         if top.cls is not self.root:
             raise _NotCompiled("its core schema is not its own model schema")
@@ -332,18 +335,10 @@ class _Compiler:
         return self.ns["decode"], self.ns["encode"]
 
     def resolve(self, node: Any) -> Any:
-        while True:
-            kind = node.get("type")
-            if kind == "definitions":
-                for inner in node["definitions"]:
-                    self.defs[inner["ref"]] = inner
-                node = node["schema"]
-            elif kind == "definition-ref":
-                if node["schema_ref"] not in self.defs:
-                    raise _NotCompiled(f"an unresolved reference {node['schema_ref']}")
-                node = self.defs[node["schema_ref"]]
-            else:
-                return node
+        found = schema_walk.resolve(node, self.defs)
+        if found is None:
+            raise _NotCompiled(f"an unresolved reference {node.get('schema_ref')}")
+        return found
 
     # -- models
 

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from pydantic.types import _SecretBase  # SecretStr's, SecretBytes' and Secret[T]'s one base
 
 from ._envelope import encode
 from ._field_errors import plain
 from ._schema import RoleContext
-from ._secret_schema import holds_secret_at
+from ._secret_schema import SecretBase, holds_secret_at
 
 __all__ = ["ContextSet", "Provenance", "Source", "holds_secret"]
 
@@ -88,7 +87,7 @@ def holds_secret(value: Any, depth: int = 0) -> bool:
     mappings and collections; past ``MAX_SECRET_DEPTH`` the answer is yes, so a value too deep to look through is
     handled as secret, never shown or sent inline.
     """
-    if isinstance(value, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[...]
+    if isinstance(value, SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[...]
         return True
     if depth == 0 and isinstance(value, BaseModel) and holds_secret_at(value, type(value)):
         return True  # a path its schema marks secret holds a value: whatever the depth or the container

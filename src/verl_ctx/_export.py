@@ -19,8 +19,7 @@ from ._fingerprint import CONFIG_KEY, SETTING_KEY, SETTINGS_RECORDED, schema_inf
 from ._kinds import KIND_KEY, input_names, model_named, reads_alike, renamed_to
 from ._registry import ContextRegistry
 from ._schema import RoleContext
-from ._secret_schema import _children as schema_children
-from ._secret_schema import _secret_kind as secret_kind
+from ._secret_schema import field_holds_secret
 from ._validate import SECTION
 from .errors import ConfigError
 
@@ -90,7 +89,7 @@ class _EditorJsonSchema(GenerateJsonSchema):
         field: core_schema.ModelField | core_schema.DataclassField | core_schema.TypedDictField,
         total: bool,
     ) -> bool:
-        return super().field_is_required(field, total) and not _holds_secret(field["schema"])
+        return super().field_is_required(field, total) and not field_holds_secret(field["schema"])
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
         """pydantic's, with unknown keys refused in a nested model that would ignore them, as ``validate`` refuses
@@ -101,30 +100,6 @@ class _EditorJsonSchema(GenerateJsonSchema):
         if not issubclass(cls, RootModel) and cls.model_config.get("extra") in (None, "ignore"):
             out.setdefault("additionalProperties", False)
         return out
-
-
-# Nodes whose fields are judged one by one where their own JSON Schema is generated: a field holding a model is not
-# itself a secret field (the model's secret fields are optional there).
-_OWN_FIELDS = frozenset({"model", "dataclass", "typed-dict", "definition-ref"})
-
-
-def _holds_secret(schema: Any) -> bool:
-    """Whether a field's value (its core schema) can be, or contain outside a nested model, a secret."""
-    todo = [schema]
-    while todo:
-        node = todo.pop()
-        if not isinstance(node, Mapping):
-            continue
-        if secret_kind(node) is not None:
-            return True
-        kind = node.get("type")
-        if kind in _OWN_FIELDS:
-            continue
-        if kind == "definitions":
-            todo.append(node.get("schema"))
-            continue
-        todo.extend(schema_children(node))
-    return False
 
 
 def export_schemas(registry: ContextRegistry, out_dir: Path) -> list[Path]:

@@ -21,8 +21,8 @@ from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel, SecretBytes, SecretStr, ValidationError
-from pydantic.types import _SecretBase
 
+from ._secret_schema import SecretBase
 from .errors import FieldError
 
 __all__ = [
@@ -307,7 +307,7 @@ def _may_hold_secret(tp: Any, seen: set[int]) -> bool:
     if tp is None or tp is Any or tp is object:
         return True
     if isinstance(tp, type):
-        if issubclass(tp, _SecretBase):  # SecretStr, SecretBytes, pydantic.Secret's subclasses
+        if issubclass(tp, SecretBase):  # SecretStr, SecretBytes, pydantic.Secret's subclasses
             return True
         if issubclass(tp, (enum.Enum, *_PLAIN_LEAVES)):
             return False
@@ -321,7 +321,7 @@ def _may_hold_secret(tp: Any, seen: set[int]) -> bool:
     origin = typing.get_origin(tp)
     if origin is typing.Literal:
         return False
-    if isinstance(origin, type) and issubclass(origin, _SecretBase):  # pydantic.Secret[int]: a secret of any type
+    if isinstance(origin, type) and issubclass(origin, SecretBase):  # pydantic.Secret[int]: a secret of any type
         return True
     args = [a for a in typing.get_args(tp) if a is not Ellipsis]
     if origin is not None or is_union(tp):
@@ -380,7 +380,7 @@ def plain(value: Any, depth: int = 0) -> Any:
         return {k: plain(v, depth + 1) for k, v in value.__dict__.items() if k in fields}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):  # its fields, each masked as needed
         return {f.name: plain(getattr(value, f.name, None), depth + 1) for f in dataclasses.fields(value)}
-    if isinstance(value, _SecretBase):  # pydantic.Secret[...]
+    if isinstance(value, SecretBase):  # pydantic.Secret[...]
         return MASK
     if isinstance(value, enum.Enum):
         return plain(value.value, depth + 1)

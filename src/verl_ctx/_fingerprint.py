@@ -1,4 +1,4 @@
-"""What verl-ctx derives from a schema, once per class: its fingerprint, per-field digests, secret fields.
+"""What verl-ctx derives from a schema, once per class: its fingerprint and per-field digests.
 
 The fingerprint covers everything that decides what a payload decodes to:
 
@@ -38,9 +38,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from . import _schema_walk as schema_walk
 from ._kinds import kind_entries
 from ._registry import qualified_name
 from ._schema import _MIGRATION_MARK, RoleContext
+from ._secret_schema import secret_plan
 from .errors import EnvelopeError, SchemaDefinitionError
 
 __all__ = ["roles_for", "CONFIG_KEY", "SchemaInfo", "cached_info", "inline_refs", "schema_info", "strip_docs"]
@@ -58,7 +60,7 @@ class SchemaInfo:
     #: models, validators and config included); ``@``-keys -> one validator, serializer or model config each
     #: (a digest of its code; the config's settings as text), to name what differs.
     field_digests: dict[str, str]
-    #: names of fields, at any depth, typed SecretStr / SecretBytes: redacted in errors and provenance.
+    #: names of the fields, at any depth, whose value can be or hold a secret (where ``secret_plan`` finds one).
     secret_fields: frozenset[str]
     #: id() of each user function in the class's core schema -> its ``@``-entry in ``field_digests``: which
     #: validators a skewed worker shares with the driver (this process's objects only; never sent or digested).
@@ -173,7 +175,7 @@ def _compute_info(schema: type[RoleContext]) -> SchemaInfo:
         version=schema.__verl_ctx_version__,
         fingerprint=_digest({"json": canon, "core": root}),
         field_digests=digests,
-        secret_fields=frozenset(_secret_names(raw)),
+        secret_fields=secret_plan(schema).field_names(),
         function_entries=core.function_entries,
     )
 
@@ -244,7 +246,7 @@ class _CoreCanon:
 
     def __init__(self, schema: type[BaseModel]) -> None:
         self.schema = schema
-        self.defs: dict[str, Any] = {}
+        self.defs = schema_walk.definitions(schema.__pydantic_core_schema__)
         self.def_digests: dict[str, str] = {}
         self.in_progress: dict[str, str] = {}  # ref -> placeholder while a recursive definition is walked
         self.entries: dict[str, str] = {}
@@ -254,7 +256,6 @@ class _CoreCanon:
         self.fields: dict[str, Any] = {}
         # The baseline config every RoleContext has (extra="forbid"): only a schema's own settings are named.
         self.base_config = _plain_config(RoleContext.__pydantic_core_schema__.get("config") or {})
-        self._collect_defs(schema.__pydantic_core_schema__)
 
     def root(self) -> Any:
         out = self.walk(self.schema.__pydantic_core_schema__, self.schema.__qualname__, root=True)
@@ -264,16 +265,6 @@ class _CoreCanon:
         for where, settings in self.settings.items():
             self.entries[f"{SETTING_KEY}{where}"] = json.dumps(settings, sort_keys=True)
         return out
-
-    def _collect_defs(self, node: Any) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("ref"), str):
-                self.defs[node["ref"]] = node
-            for value in node.values():
-                self._collect_defs(value)
-        elif isinstance(node, list):
-            for value in node:
-                self._collect_defs(value)
 
     def walk(self, node: Any, where: str, root: bool = False) -> Any:
         if isinstance(node, dict):
@@ -305,7 +296,7 @@ class _CoreCanon:
         self.def_digests[ref] = digest
         return {"def": digest}
 
-    def node(self, node: dict[str, Any], where: str, root: bool) -> Any:
+    def node(self, node: Mapping[str, Any], where: str, root: bool) -> Any:
         kind = node.get("type")
         kind = kind if isinstance(kind, str) else None  # a default value's dict may hold any "type" key
         cls = node.get("cls")
@@ -329,7 +320,7 @@ class _CoreCanon:
         for key, value in node.items():
             if key in _CORE_SKIPPED:
                 continue
-            if key == "default":  # the user's value, not schema: a default {"config": 0} is data, never a config
+            if key in schema_walk.DATA_KEYS:  # the user's value, not schema: a default {"config": 0} is never a config
                 out[key] = _plain(value)
             elif key == "cls":
                 out[key] = "<root>" if root else _class_name(value)
@@ -773,32 +764,6 @@ def class_state(cls: type, seen: set[int]) -> dict[str, Any]:
         if own:
             out[base.__qualname__] = own
     return out
-
-
-# --- secrets ------------------------------------------------------------------------------------------
-
-
-def _secret_names(node: Any) -> set[str]:
-    """Property names whose schema is pydantic's secret marker (``format: password`` and ``writeOnly``)."""
-    found: set[str] = set()
-    if isinstance(node, dict):
-        for name, prop in (node.get("properties") or {}).items():
-            if _is_secret(prop):
-                found.add(name)
-        for value in node.values():
-            found |= _secret_names(value)
-    elif isinstance(node, list):
-        for value in node:
-            found |= _secret_names(value)
-    return found
-
-
-def _is_secret(prop: Any) -> bool:
-    if not isinstance(prop, dict):
-        return False
-    if prop.get("writeOnly") and prop.get("format") == "password":
-        return True
-    return any(_is_secret(p) for key in ("anyOf", "oneOf", "allOf") for p in prop.get(key, ()))
 
 
 def roles_for(info: SchemaInfo, role: str | None) -> tuple[str, ...]:

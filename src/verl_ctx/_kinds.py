@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import AliasChoices
 from pydantic.fields import FieldInfo
 
+from . import _schema_walk as schema_walk
 from ._trusted import declared_validators, function_of
 
 __all__ = ["KIND_KEY", "input_names", "kept_untyped", "kind_entries", "model_named", "reads_alike", "renamed_to"]
@@ -30,7 +31,7 @@ __all__ = ["KIND_KEY", "input_names", "kept_untyped", "kind_entries", "model_nam
 #: Prefix of a field-kind entry in ``SchemaInfo.field_digests``.
 KIND_KEY = "@kind "
 _CONTAINERS = frozenset({"list", "set", "frozenset", "generator"})
-_FUNCTIONS = frozenset({"function-before", "function-after", "function-wrap"})
+_FUNCTIONS = schema_walk.FUNCTIONS
 
 
 def _short(text: str) -> str:
@@ -39,19 +40,9 @@ def _short(text: str) -> str:
 
 class _Kinds:
     def __init__(self, core: Any) -> None:
-        self.defs: dict[str, Any] = {}
-        self._collect(core)
+        self.core = core
+        self.defs = schema_walk.definitions(core)
         self.declared = declared_validators(core)
-
-    def _collect(self, node: Any) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("ref"), str):
-                self.defs.setdefault(node["ref"], node)
-            for value in node.values():
-                self._collect(value)
-        elif isinstance(node, list):
-            for value in node:
-                self._collect(value)
 
     def declared_function(self, node: dict[str, Any]) -> bool:
         """Whether a function node runs a validator the user declared (not a type's own function)."""
@@ -59,44 +50,16 @@ class _Kinds:
         return isinstance(spec, dict) and id(function_of(spec.get("function"))) in self.declared
 
     def resolve(self, node: Any) -> Any:
-        while isinstance(node, dict) and node.get("type") in ("definition-ref", "definitions", "default"):
-            ref = node["type"] == "definition-ref"
-            node = self.defs.get(node["schema_ref"], {}) if ref else node.get("schema", {})
-        return node
+        found = schema_walk.resolve(node, self.defs, defaults=True)
+        return {} if found is None and node is not None else found  # an unresolved reference: nothing known
 
-    def models(self, core: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-        for cls, fields in self.classes(core):
+    def models(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for cls, fields in self.classes():
             yield cls.__qualname__, fields
 
-    def classes(self, core: Any) -> Iterator[tuple[type, dict[str, Any]]]:
-        """Every model and dataclass in ``core`` (each once), with its fields' schemas by name."""
-        seen: set[int] = set()
-        refs: set[str] = set()  # each definition walked once: a recursive model refers to itself
-        stack = [core]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, list):
-                stack.extend(node)
-                continue
-            if not isinstance(node, dict):
-                continue
-            if node.get("type") == "definition-ref":
-                if node["schema_ref"] not in refs:
-                    refs.add(node["schema_ref"])
-                    stack.append(self.defs.get(node["schema_ref"]))
-                continue
-            stack.extend(v for k, v in node.items() if k not in ("serialization", "default"))  # a default: data
-            cls = node.get("cls")
-            if node.get("type") in ("model", "dataclass") and isinstance(cls, type) and id(cls) not in seen:
-                seen.add(id(cls))
-                inner = self.resolve(node.get("schema"))
-                while isinstance(inner, dict) and inner.get("type") in _FUNCTIONS:
-                    inner = self.resolve(inner.get("schema"))
-                fields = inner.get("fields") if isinstance(inner, dict) else None
-                if isinstance(fields, dict):  # model-fields
-                    yield cls, {n: f.get("schema") for n, f in fields.items()}
-                elif isinstance(fields, list):  # dataclass-args
-                    yield cls, {f["name"]: f.get("schema") for f in fields if isinstance(f, dict)}
+    def classes(self) -> Iterator[tuple[type, dict[str, Any]]]:
+        """Every model and dataclass of the schema (each once), with its fields' schemas by name."""
+        return schema_walk.classes(self.core, self.defs)
 
     def kind(self, node: Any, depth: int = 0) -> str:
         node = self.resolve(node)
@@ -112,10 +75,9 @@ class _Kinds:
         if kind == "nullable":
             return f"nullable[{self.kind(node.get('schema'), d)}]"
         if kind == "union":
-            choices = [c[0] if isinstance(c, tuple) else c for c in node.get("choices", ())]
-            return "union[" + "|".join(self.kind(c, d) for c in choices) + "]"
+            return "union[" + "|".join(self.kind(c, d) for c in schema_walk.choices(node)) + "]"
         if kind == "tagged-union":
-            return "union[" + "|".join(sorted(self.kind(c, d) for c in (node.get("choices") or {}).values())) + "]"
+            return "union[" + "|".join(sorted(self.kind(c, d) for c in schema_walk.choices(node))) + "]"
         if kind in _CONTAINERS:
             return f"{kind}[{self.kind(node.get('items_schema'), d) if 'items_schema' in node else 'any'}]"
         if kind == "tuple":
@@ -155,7 +117,7 @@ def kind_entries(core: Any) -> dict[str, str]:
     kinds = _Kinds(core)
     return {
         f"{KIND_KEY}{model}.{name}": _text(kinds.kind(schema))
-        for model, fields in kinds.models(core)
+        for model, fields in kinds.models()
         for name, schema in fields.items()
     }
 
@@ -179,7 +141,7 @@ def reads_alike(core: Any, key: str, theirs: str) -> bool:
     another kind of value: not alike."""
     kinds = _Kinds(core)
     target = key.removeprefix(KIND_KEY)
-    for model, fields in kinds.models(core):
+    for model, fields in kinds.models():
         for name, schema in fields.items():
             if f"{model}.{name}" == target:
                 mine = {_text(kinds.kind(m)) for m in [schema, *_members(kinds, schema, 0)]}
@@ -214,7 +176,7 @@ def _wire_form(kind: str) -> str | None:
 
 def model_named(core: Any, qualname: str) -> type | None:
     """The model or dataclass in ``core`` whose ``__qualname__`` is ``qualname``, if one is."""
-    return next((cls for cls, _ in _Kinds(core).classes(core) if cls.__qualname__ == qualname), None)
+    return next((cls for cls, _ in _Kinds(core).classes() if cls.__qualname__ == qualname), None)
 
 
 def renamed_to(core: Any, key: str) -> str | None:
@@ -222,7 +184,7 @@ def renamed_to(core: Any, key: str) -> str | None:
     (``key``) by alias: a field renamed with its old name as ``alias=`` (or a ``validation_alias`` string or
     ``AliasChoices`` member) reads the old payload's key, so the driver's kind is compared with that field's."""
     model, _, name = key.removeprefix(KIND_KEY).rpartition(".")
-    for cls, fields in _Kinds(core).classes(core):
+    for cls, fields in _Kinds(core).classes():
         if cls.__qualname__ != model or name in fields:
             continue
         specs = getattr(cls, "__pydantic_fields__", None) or {}
@@ -244,7 +206,7 @@ def kept_untyped(core: Any, key: str, theirs: str) -> bool:
     arrives as plain msgpack data (a nested model as a ``dict``, a tuple as a ``list``, an Enum as a ``str``).
     Where the model ignores or forbids unknown keys, the value is dropped or refused, and the value check says so."""
     model, _, name = key.removeprefix(KIND_KEY).rpartition(".")
-    for cls, fields in _Kinds(core).classes(core):
+    for cls, fields in _Kinds(core).classes():
         if cls.__qualname__ == model and name not in fields:
             config = getattr(cls, "model_config", None) or getattr(cls, "__pydantic_config__", None) or {}
             keeps = config.get("extra") == "allow"
@@ -284,11 +246,8 @@ def _members(kinds: _Kinds, node: Any, depth: int) -> list[Any]:
     if node.get("type") == "nullable":
         return [{"type": "none"}, node.get("schema"), *_members(kinds, node.get("schema"), depth + 1)]
     if node.get("type") in ("union", "tagged-union"):
-        choices = node.get("choices") or ()
         out: list[Any] = []
-        # a plain union's choices are a list (of (schema, label) pairs when labelled), a tagged union's a tag -> schema
-        for choice in choices.values() if isinstance(choices, dict) else choices:
-            member = choice[0] if isinstance(choice, tuple) else choice
+        for member in schema_walk.choices(node):
             out += [member, *_members(kinds, member, depth + 1)]
         return out
     return []

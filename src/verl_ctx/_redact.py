@@ -15,16 +15,15 @@ secret is without hiding anything.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import io
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from pydantic import BaseModel
-from pydantic.types import _SecretBase  # SecretStr's, SecretBytes' and Secret[T]'s one base
 
 from ._field_errors import MASK
+from ._secret_schema import secrets_in
 
 __all__ = ["MIN_LENGTH", "RedactingStream", "forget_all", "learn", "redact", "secret_values"]
 
@@ -35,27 +34,11 @@ _forms: list[str] = []
 _known: set[str] = set()
 
 
-def secret_values(value: Any, depth: int = 0) -> Iterable[str]:
+def secret_values(value: Any) -> Iterable[str]:
     """The values of every secret in ``value`` (models, dataclasses, mappings, sequences), as text."""
-    if depth > 64:
-        return
-    if isinstance(value, _SecretBase):
-        inner = value.get_secret_value()
+    for secret in secrets_in(value):
+        inner = secret.get_secret_value()
         yield inner.decode("utf-8", "replace") if isinstance(inner, bytes) else str(inner)
-    elif isinstance(value, BaseModel):
-        extra = value.__pydantic_extra__ or {}
-        for item in (*value.__dict__.values(), *extra.values()):
-            yield from secret_values(item, depth + 1)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            yield from secret_values(getattr(value, field.name, None), depth + 1)
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from secret_values(key, depth + 1)
-            yield from secret_values(item, depth + 1)
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        for item in value:
-            yield from secret_values(item, depth + 1)
 
 
 def learn(value: Any) -> None:

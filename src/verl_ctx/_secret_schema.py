@@ -17,6 +17,7 @@ Paths read like the decoder's: ``judge.api_key``, ``keys[*]``, ``by_name{*}`` (a
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -25,9 +26,21 @@ from typing import Any
 
 import pydantic.types
 from pydantic import BaseModel
-from pydantic.types import _SecretBase
+from pydantic.types import _SecretBase as SecretBase  # SecretStr's, SecretBytes' and Secret[T]'s base
 
-__all__ = ["SecretPlan", "check_carried", "holds_secret_at", "secret_plan"]
+from . import _schema_walk as schema_walk
+
+__all__ = [
+    "SecretBase",
+    "SecretPlan",
+    "check_carried",
+    "field_holds_secret",
+    "holds_secret_at",
+    "is_secret",
+    "secret_kind",
+    "secret_plan",
+    "secrets_in",
+]
 
 # The serializers pydantic gives its secret types: _serialize_secret_field for SecretStr/SecretBytes (and their
 # subclasses), _serialize_secret for Secret[T] and its subclasses. A node carrying one is a secret.
@@ -76,6 +89,11 @@ class SecretPlan:
     paths: tuple[str, ...]
     refused: tuple[tuple[str, str], ...]
 
+    def field_names(self) -> frozenset[str]:
+        """The names of the fields the paths end at (``judge.api_key``, ``keys[*]``: api_key, keys)."""
+        names = (re.split(r"[\[{]", path.rsplit(".", 1)[-1], maxsplit=1)[0] for path in self.paths)
+        return frozenset(n for n in names if n and n not in ("**", "*", "<root>"))
+
 
 _plans: dict[type, SecretPlan] = {}
 _lock = threading.Lock()
@@ -85,7 +103,7 @@ def secret_plan(cls: type[BaseModel]) -> SecretPlan:
     """Where ``cls`` (a model class) can hold a secret, from its core schema; computed once per class."""
     plan = _plans.get(cls)
     if plan is None:
-        plan = _Walk(cls.__pydantic_core_schema__).plan()
+        plan = _plan_of(cls.__pydantic_core_schema__)
         with _lock:
             _plans[cls] = plan
     return plan
@@ -120,123 +138,77 @@ def holds_secret_at(value: object, cls: type[BaseModel]) -> bool:
     return any(_present(value, _steps(path)) for path in secret_plan(cls).paths)
 
 
-# --- the walk -------------------------------------------------------------------------------------------
+# --- the plan: a visitor of the one walk --------------------------------------------------------------
 
 
-class _Walk:
-    def __init__(self, schema: Mapping[str, Any]) -> None:
-        self.defs: dict[str, Mapping[str, Any]] = {}
-        self.holds: dict[str, bool] = {}
-        self._collect(schema)
-        self.root = schema
+class _Plan:
+    """Collects the secret paths of a schema as ``schema_walk.walk`` visits it."""
+
+    def __init__(self, defs: Mapping[str, Mapping[str, Any]], holds: dict[str, bool]) -> None:
+        self.defs = defs
+        self.holds = holds  # definition ref -> whether it holds a secret anywhere, shared with the probes
         self.paths: list[str] = []
         self.refused: list[tuple[str, str]] = []
 
-    def _collect(self, node: Any) -> None:
-        stack = [node]
-        seen: set[int] = set()
-        while stack:
-            item = stack.pop()
-            if id(item) in seen:
-                continue
-            seen.add(id(item))
-            if isinstance(item, Mapping):
-                ref = item.get("ref")
-                if isinstance(ref, str) and item.get("type") != "definition-ref":
-                    self.defs.setdefault(ref, item)
-                stack.extend(v for k, v in item.items() if k != "default" and isinstance(v, (Mapping, list)))
-            elif isinstance(item, list):
-                stack.extend(v for v in item if isinstance(v, (Mapping, list)))
+    def enter(self, node: Mapping[str, Any], path: str, above: tuple[str, ...]) -> bool:
+        secret = secret_kind(node)
+        if secret is None:
+            return True
+        shown = path or "<root>"
+        self.paths.append(shown)
+        lost = [k for k in above if k not in _CARRIED]
+        if lost:
+            self.refused.append((shown, f"a secret inside a '{lost[-1]}' schema, which the encoder does not walk"))
+        elif secret == "generic":
+            inner = _secret_inner(node)
+            if inner not in _SCALARS:
+                self.refused.append(
+                    (shown, f"pydantic.Secret of a '{inner}' value (only str, bytes, int, float, bool travel)")
+                )
+        return False
+
+    def again(self, ref: str, path: str) -> None:
+        if self._holds(ref):
+            self.paths.append(schema_walk.join(path, "**"))  # a recursive model: its secrets again, at any depth
 
     def _holds(self, ref: str) -> bool:
         """Whether the definition ``ref`` holds a secret anywhere (its own walk, paths discarded)."""
         if ref not in self.holds:
             self.holds[ref] = False  # while it is probed, a reference back to it adds nothing
-            walk = _Walk.__new__(_Walk)
-            walk.defs, walk.holds, walk.root, walk.paths, walk.refused = self.defs, self.holds, self.defs[ref], [], []
-            walk._visit(self.defs[ref], "", (), frozenset({ref}))
-            self.holds[ref] = bool(walk.paths)
+            probe = _Plan(self.defs, self.holds)
+            schema_walk.walk(self.defs[ref], probe, self.defs, refs=frozenset({ref}))
+            self.holds[ref] = bool(probe.paths)
         return self.holds[ref]
 
-    def plan(self) -> SecretPlan:
-        self._visit(self.root, "", (), frozenset())
-        return SecretPlan(tuple(dict.fromkeys(self.paths)), tuple(dict.fromkeys(self.refused)))
 
-    def _visit(self, node: Any, path: str, above: tuple[str, ...], refs: frozenset[str]) -> None:
+def _plan_of(schema: Mapping[str, Any]) -> SecretPlan:
+    defs = schema_walk.definitions(schema)
+    plan = _Plan(defs, {})
+    schema_walk.walk(schema, plan, defs)
+    return SecretPlan(tuple(dict.fromkeys(plan.paths)), tuple(dict.fromkeys(plan.refused)))
+
+
+# Nodes whose fields are judged one by one where their own JSON Schema is generated: a field holding a model is not
+# itself a secret field (the model's secret fields are optional there).
+_OWN_FIELDS = frozenset({"model", "dataclass", "typed-dict", "definition-ref"})
+
+
+def field_holds_secret(schema: Any) -> bool:
+    """Whether a field's value (its core schema) can be, or contain outside a nested model, a secret."""
+    todo = [schema]
+    while todo:
+        node = todo.pop()
         if not isinstance(node, Mapping):
-            return
-        kind = node.get("type")
-        secret = _secret_kind(node)
-        if secret is not None:
-            shown = path or "<root>"
-            self.paths.append(shown)
-            lost = [k for k in above if k not in _CARRIED]
-            if lost:
-                self.refused.append((shown, f"a secret inside a '{lost[-1]}' schema, which the encoder does not walk"))
-            elif secret == "generic":
-                inner = _secret_inner(node)
-                if inner not in _SCALARS:
-                    self.refused.append(
-                        (shown, f"pydantic.Secret of a '{inner}' value (only str, bytes, int, float, bool travel)")
-                    )
-            return
-        above = (*above, str(kind))
-        if kind == "definitions":  # the definitions are visited where they are referenced
-            self._visit(node.get("schema"), path, above, refs)
-            return
-        if kind == "definition-ref":
-            ref = node.get("schema_ref")
-            if isinstance(ref, str) and ref in self.defs:
-                if ref not in refs:
-                    self._visit(self.defs[ref], path, above[:-1], refs | {ref})
-                elif self._holds(ref):
-                    self.paths.append(_join(path, "**"))  # a recursive model: its secrets again, at any depth
-            return
-        if kind == "model-fields" or kind == "typed-dict":
-            for name, field in (node.get("fields") or {}).items():
-                self._visit(field, _join(path, name), above, refs)
-            for extra in ("extras_schema", "extras_keys_schema"):
-                self._visit(node.get(extra), _join(path, "*"), above, refs)
-            return
-        if kind == "dataclass-args":
-            for field in node.get("fields") or ():
-                self._visit(field, _join(path, str(field.get("name"))), above, refs)
-            return
-        if kind in ("list", "set", "frozenset", "deque", "generator"):
-            self._visit(node.get("items_schema"), path + "[*]", above, refs)
-            return
-        if kind == "tuple":
-            items = node.get("items_schema") or ()
-            variadic = node.get("variadic_item_index")
-            for i, item in enumerate(items):
-                self._visit(item, path + ("[*]" if variadic is not None and i >= variadic else f"[{i}]"), above, refs)
-            return
-        if kind == "dict":
-            self._visit(node.get("keys_schema"), path + "{key}", above, refs)
-            self._visit(node.get("values_schema"), path + "{*}", above, refs)
-            return
-        for child in _children(node):
-            self._visit(child, path, above, refs)
-
-
-def _children(node: Mapping[str, Any]) -> Iterator[Any]:
-    for key, value in node.items():
-        if key in ("metadata", "serialization", "ref", "config", "default"):  # a default is data, not schema
             continue
-        if isinstance(value, Mapping) and "type" in value:
-            yield value
-        elif isinstance(value, list):
-            for item in value:
-                # union choices may be (schema, label) pairs
-                if isinstance(item, tuple | list) and item and isinstance(item[0], Mapping):
-                    yield item[0]
-                elif isinstance(item, Mapping) and "type" in item:
-                    yield item
-        elif key == "choices" and isinstance(value, Mapping):  # tagged-union: tag -> schema
-            yield from (v for v in value.values() if isinstance(v, Mapping))
+        if secret_kind(node) is not None:
+            return True
+        if node.get("type") in _OWN_FIELDS:
+            continue
+        todo.extend(child for _, child in schema_walk.children(node))
+    return False
 
 
-def _secret_kind(node: Mapping[str, Any]) -> str | None:
+def secret_kind(node: Mapping[str, Any]) -> str | None:
     """'field' for SecretStr/SecretBytes, 'generic' for pydantic.Secret[T], None for any other node."""
     serializer = node.get("serialization")
     function = serializer.get("function") if isinstance(serializer, Mapping) else None
@@ -244,7 +216,7 @@ def _secret_kind(node: Mapping[str, Any]) -> str | None:
         return "field"
     if function is not None and function is _GENERIC_SECRET:
         return "generic"
-    if node.get("type") == "is-instance" and isinstance(cls := node.get("cls"), type) and issubclass(cls, _SecretBase):
+    if node.get("type") == "is-instance" and isinstance(cls := node.get("cls"), type) and issubclass(cls, SecretBase):
         return "field"
     return None
 
@@ -255,10 +227,6 @@ def _secret_inner(node: Mapping[str, Any]) -> str:
     while isinstance(inner, Mapping) and inner.get("type") in ("function-after", "function-before", "function-wrap"):
         inner = inner.get("schema")
     return str(inner.get("type")) if isinstance(inner, Mapping) else "unknown"
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
 
 
 # --- values at paths ------------------------------------------------------------------------------------
@@ -322,13 +290,27 @@ def _present(value: object, steps: list[str]) -> bool:
 
 
 def _any_secret(value: object) -> bool:
-    """Whether a secret instance is anywhere under ``value`` (iterative: no depth limit)."""
+    return next(secrets_in(value), None) is not None
+
+
+# --- secrets in values ----------------------------------------------------------------------------------
+
+
+def is_secret(value: object) -> bool:
+    """Whether ``value`` is a ``SecretStr``, ``SecretBytes`` or ``pydantic.Secret[T]`` (or a subclass's) instance."""
+    return isinstance(value, SecretBase)
+
+
+def secrets_in(value: object) -> Iterator[SecretBase[Any]]:
+    """Every secret instance under ``value``: in models (fields and extras), dataclasses, mappings (keys and
+    values), lists, tuples, sets and deques, at any depth (iterative), each object visited once."""
     todo = [value]
     seen: set[int] = set()
     while todo:
         node = todo.pop()
-        if isinstance(node, _SecretBase):
-            return True
+        if isinstance(node, SecretBase):
+            yield node
+            continue
         if id(node) in seen:
             continue
         seen.add(id(node))
@@ -342,4 +324,3 @@ def _any_secret(value: object) -> bool:
             todo.extend(node.values())
         elif isinstance(node, (list, tuple, set, frozenset, deque)):
             todo.extend(node)
-    return False

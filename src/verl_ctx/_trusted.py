@@ -28,6 +28,8 @@ from typing import Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
 from pydantic_core import SchemaValidator
 
+from . import _schema_walk as schema_walk
+
 __all__ = ["declared_validators", "function_of", "replay_post_init", "trusted_validator"]
 
 _MARKERS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
@@ -86,10 +88,8 @@ def declared_validators(core: Any) -> set[int]:
     The functions a *type* puts in its own core schema (``SecretStr``'s constructor, a library's parser, a type's
     ``__get_pydantic_core_schema__``) are how that type is built, and stay.
     """
-    classes: list[type] = []
-    _classes_in(core, classes, set())
     declared: set[int] = set()
-    for cls in classes:
+    for cls, _ in schema_walk.classes(core):
         decorators = getattr(cls, "__pydantic_decorators__", None)
         for group in ("field_validators", "model_validators", "validators", "root_validators"):
             for info in (getattr(decorators, group, None) or {}).values():
@@ -99,20 +99,6 @@ def declared_validators(core: Any) -> set[int]:
             annotations.extend((field.annotation, *field.metadata))
         _markers(annotations, declared, 0)
     return declared
-
-
-def _classes_in(node: Any, out: list[type], seen: set[int]) -> None:
-    if isinstance(node, dict):
-        cls = node.get("cls")
-        if node.get("type") in ("model", "dataclass") and isinstance(cls, type) and id(cls) not in seen:
-            seen.add(id(cls))
-            out.append(cls)
-        for key, value in node.items():
-            if key != "default":  # the user's value, not schema
-                _classes_in(value, out, seen)
-    elif isinstance(node, list):
-        for value in node:
-            _classes_in(value, out, seen)
 
 
 def _markers(items: list[Any], declared: set[int], depth: int) -> None:
@@ -142,9 +128,13 @@ def _strip(node: Any, declared: set[int], post_init: set[type] | None) -> Any:
     if not isinstance(node, dict):
         return node
     kind = node.get("type")
-    kind = kind if isinstance(kind, str) else None  # a default value's dict may hold any "type" key
-    # A serializer's schema is not validation (and its own function nodes are the serializer's).
-    out = {k: _strip(v, declared, post_init) for k, v in node.items() if k != "serialization"}
+    # A serializer's schema is not validation (and its own function nodes are the serializer's); a default is the
+    # user's value, kept as it is.
+    out = {
+        k: v if k in schema_walk.DATA_KEYS else _strip(v, declared, post_init)
+        for k, v in node.items()
+        if k != "serialization"
+    }
     if kind in _FUNCTION_KINDS:
         spec = node.get("function")
         if isinstance(spec, dict) and id(function_of(spec.get("function"))) in declared:

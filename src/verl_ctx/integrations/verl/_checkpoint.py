@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from pydantic.types import _SecretBase  # SecretStr's, SecretBytes' and Secret[T]'s one base
 
 from ..._codec import _enc_hook, _prepare_all, decode_payload
 from ..._contextset import holds_secret
@@ -54,6 +53,7 @@ from ..._field_errors import MASK, plain
 from ..._fingerprint import schema_info
 from ..._registry import default_registry, qualified_name
 from ..._schema import RoleContext
+from ..._secret_schema import SecretBase
 from ..._sources import child, find_envelope
 from ...errors import ConfigError, ContextChangedError, ContextError, SchemaSkewWarning
 from ._binding import bound_envelopes
@@ -100,7 +100,7 @@ def _seal(secret: bytes, salt: bytes) -> str:
 def _sealed_payload(ctx: RoleContext, salt: bytes) -> bytes:
     """The payload ``encode`` makes, with each secret value replaced by its digest."""
 
-    def sealed(secret: _SecretBase[Any]) -> Any:
+    def sealed(secret: SecretBase[Any]) -> Any:
         value = secret.get_secret_value()
         if isinstance(value, bytes):
             return _seal(value, salt).encode()
@@ -109,7 +109,7 @@ def _sealed_payload(ctx: RoleContext, salt: bytes) -> bytes:
 
     def hook(obj: Any) -> Any:
         # SecretStr, SecretBytes, pydantic.Secret[T]: one base
-        return sealed(obj) if isinstance(obj, _SecretBase) else _enc_hook(obj)
+        return sealed(obj) if isinstance(obj, SecretBase) else _enc_hook(obj)
 
     encoder = msgspec.msgpack.Encoder(enc_hook=hook)
     try:
