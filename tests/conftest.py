@@ -71,3 +71,14 @@ def empty_default_registry() -> Iterator[None]:
     finally:
         default_registry._by_role.clear()
         default_registry._by_role.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def _no_learnt_secrets() -> Iterator[None]:
+    """Each test starts with a process that has seen no secret: validate and decode teach verl_ctx._redact the
+    secrets they meet, and a value one test used as a secret must not turn to stars in the next test's messages."""
+    from verl_ctx import _redact
+
+    _redact.forget_all()
+    yield
+    _redact.forget_all()

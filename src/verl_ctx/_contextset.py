@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -13,7 +11,7 @@ from pydantic import BaseModel
 from ._envelope import encode
 from ._field_errors import plain
 from ._schema import RoleContext
-from ._secret_schema import SecretBase, holds_secret_at
+from ._secret_schema import holds_secret_at, secrets_in
 
 __all__ = ["ContextSet", "Provenance", "Source", "holds_secret"]
 
@@ -78,32 +76,13 @@ class ContextSet(Mapping[str, RoleContext]):
         return f"ContextSet({', '.join(f'{r}={type(c).__name__}' for r, c in self._contexts.items())})"
 
 
-def holds_secret(value: Any, depth: int = 0) -> bool:
+def holds_secret(value: Any) -> bool:
     """Whether a secret value is anywhere in ``value`` (an instance, not a type: ``None`` secrets do not count).
 
-    A model is first asked at the paths its schema can hold a secret at (``_secret_schema``, derived once per
-    class from its core schema: any depth, any container pydantic validates). Then the value itself is walked, for
-    secrets the schema cannot name (an ``Any`` field, extra fields): models, dataclasses (stdlib and pydantic),
-    mappings and collections; past ``MAX_SECRET_DEPTH`` the answer is yes, so a value too deep to look through is
-    handled as secret, never shown or sent inline.
+    A model is first asked at the paths its schema can hold a secret at (``_secret_schema``: any depth, any
+    container pydantic validates). Then the value itself is walked, for secrets the schema cannot name (an ``Any``
+    field, extra fields): models, dataclasses, mappings and collections, at any depth.
     """
-    if isinstance(value, SecretBase):  # SecretStr, SecretBytes, pydantic.Secret[...]
-        return True
-    if depth == 0 and isinstance(value, BaseModel) and holds_secret_at(value, type(value)):
+    if isinstance(value, BaseModel) and holds_secret_at(value, type(value)):
         return True  # a path its schema marks secret holds a value: whatever the depth or the container
-    if depth > MAX_SECRET_DEPTH:
-        return True
-    if isinstance(value, BaseModel):
-        extra = value.__pydantic_extra__ or {}
-        return any(holds_secret(v, depth + 1) for v in (*value.__dict__.values(), *extra.values()))
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return any(holds_secret(getattr(value, f.name, None), depth + 1) for f in dataclasses.fields(value))
-    if isinstance(value, Mapping):
-        return any(holds_secret(v, depth + 1) or holds_secret(k, depth + 1) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset, collections.deque)):
-        return any(holds_secret(v, depth + 1) for v in value)
-    return False
-
-
-#: How deep ``holds_secret`` looks; anything deeper counts as holding a secret.
-MAX_SECRET_DEPTH = 64
+    return next(secrets_in(value), None) is not None

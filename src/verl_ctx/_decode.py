@@ -46,7 +46,9 @@ from ._envelope import (
 from ._field_errors import MAX_ERRORS, field_errors
 from ._fingerprint import CONFIG_KEY, SETTING_KEY, SETTINGS_RECORDED, SchemaInfo, cached_info, roles_for, schema_info
 from ._kinds import KIND_KEY, input_names, kept_untyped, reads_alike, renamed_to
+from ._redact import learn_context
 from ._schema import Migration, RoleContext
+from ._secret_schema import secret_plan
 from ._sources import find_envelope
 from ._trusted import replay_post_init, trusted_validator
 from .errors import EnvelopeError, FieldError, SchemaMismatchError, SchemaSkewWarning
@@ -146,6 +148,8 @@ def decode(
             instance, data = _build(env, info, schema, payload, refused)
     else:
         instance, data = _build(env, info, schema, payload, refused)
+    if secret_plan(schema).paths:  # this worker's messages from now on mask the secrets it was given
+        learn_context(instance)
     if env["fingerprint"] != info.fingerprint or env["schema_id"] != info.schema_id:
         _check_skew(env, info, schema, instance, data)
     if _watchers:

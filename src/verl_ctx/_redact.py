@@ -2,9 +2,14 @@
 
 Each output path also shows secrets as stars on its own (``plain``, withheld inputs, sealed checkpoints), but a
 path that forgets, or a value made from a secret (an ``Authorization`` header, a URL with the key in it, a user's
-``print``), would show it. So the values themselves are learnt where they come in (``learn``, from validated
-contexts) and every text the command writes is passed through ``redact``: the CLI wraps its standard output and
-error streams and the files it writes, so a new output path is redacted by construction.
+``print``), would show it. So the values themselves are learnt where they come in, and every text verl-ctx writes
+passes through ``redact`` by construction, not by each path remembering:
+
+* learnt: ``validate`` (the driver) and ``decode`` (each worker) learn the secrets of the contexts they build, at
+  the paths the schema's secret plan names (``learn_context``); the CLI learns whatever it was given (``learn``);
+* redacted: every ``ContextError`` and ``ContextWarning`` message, when made and when shown (``verl_ctx.errors``);
+  verl-ctx's loggers (``logger``) and its own lines in a trainer's log (``say``); the CLI's standard output and
+  error streams and the files it writes (``RedactingStream``).
 
 A secret is looked for as itself and as the encodings an output could carry it in: JSON-escaped, base64 (standard
 and URL-safe, at each of the three alignments a value can start at inside a longer base64 text), and hex. Values
@@ -16,59 +21,117 @@ from __future__ import annotations
 
 import base64
 import io
-import json
+import threading
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import BaseModel
 
 from ._field_errors import MASK
-from ._secret_schema import secrets_in
+from ._secret_schema import SecretBase, secrets_at, secrets_in
 
-__all__ = ["MIN_LENGTH", "RedactingStream", "forget_all", "learn", "redact", "secret_values"]
+if TYPE_CHECKING:
+    import logging
+
+__all__ = [
+    "MIN_LENGTH",
+    "RedactingStream",
+    "forget_all",
+    "learn",
+    "learn_context",
+    "logger",
+    "redact",
+    "redact_record",
+    "say",
+    "secret_values",
+]
 
 MIN_LENGTH = 4
 
 # Every form of every secret learnt in this process, longest first (a form inside a longer one is masked after it).
-_forms: list[str] = []
+# Replaced whole under the lock, never changed in place: ``redact`` reads one consistent tuple without locking.
+_forms: tuple[str, ...] = ()
 _known: set[str] = set()
+_lock = threading.Lock()
 
 
 def secret_values(value: Any) -> Iterable[str]:
     """The values of every secret in ``value`` (models, dataclasses, mappings, sequences), as text."""
-    for secret in secrets_in(value):
-        inner = secret.get_secret_value()
-        yield inner.decode("utf-8", "replace") if isinstance(inner, bytes) else str(inner)
+    return (_text(secret) for secret in secrets_in(value))
+
+
+def _text(secret: SecretBase[Any]) -> str:
+    inner = secret.get_secret_value()
+    return inner.decode("utf-8", "replace") if isinstance(inner, bytes) else str(inner)
 
 
 def learn(value: Any) -> None:
     """Remember the secrets in ``value`` (a context, a ``ContextSet``, any container): ``redact`` masks them."""
     if isinstance(value, Mapping) and not isinstance(value, BaseModel):
         value = dict(value)
-    for secret in secret_values(value):
-        if len(secret) >= MIN_LENGTH and secret not in _known:
+    _learn(secret_values(value))
+
+
+def learn_context(context: BaseModel) -> None:
+    """Remember the secrets of a decoded ``context``, read at the paths its schema can hold one (a decoded
+    value holds secrets nowhere else): what decode calls, so a worker's messages mask what it was given."""
+    _learn(_text(secret) for secret in secrets_at(context, type(context)))
+
+
+def _learn(secrets: Iterable[str]) -> None:
+    global _forms
+    new = [s for s in secrets if len(s) >= MIN_LENGTH and s not in _known]
+    if not new:
+        return
+    with _lock:
+        forms = set(_forms)
+        for secret in new:
             _known.add(secret)
-            _forms.extend(f for f in _encodings(secret) if len(f) >= MIN_LENGTH and f not in _forms)
-    _forms.sort(key=len, reverse=True)
+            forms.update(f for f in _encodings(secret) if len(f) >= MIN_LENGTH)
+        _forms = tuple(sorted(forms, key=len, reverse=True))
 
 
 def forget_all() -> None:
     """Forget every secret learnt (a test's isolation; a process that is done with its contexts)."""
-    _forms.clear()
-    _known.clear()
+    global _forms
+    with _lock:
+        _forms = ()
+        _known.clear()
 
 
 def redact(text: str) -> str:
     """``text`` with every learnt secret, in every form ``_encodings`` names, replaced by stars."""
-    if not _forms:
-        return text
     for form in _forms:
         if form in text:
             text = text.replace(form, MASK)
     return text
 
 
+def say(text: str) -> None:
+    """Print one line of verl-ctx's own to standard output, redacted (a resume's notes in a trainer's log)."""
+    print(redact(text), flush=True)
+
+
+def redact_record(record: logging.LogRecord) -> bool:
+    """A logging filter: the record's message (its arguments merged in) redacted before any handler formats it."""
+    if _forms:
+        record.msg, record.args = redact(record.getMessage()), None
+    return True
+
+
+def logger(name: str) -> logging.Logger:
+    """verl-ctx's logger ``name``, whose records are redacted (every module logs through one of these)."""
+    import logging  # on use: `import verl_ctx` loads nothing a pydantic model does not (#15)
+
+    found = logging.getLogger(name)
+    if redact_record not in found.filters:
+        found.addFilter(redact_record)
+    return found
+
+
 def _encodings(secret: str) -> list[str]:
+    import json  # on first use: `import verl_ctx` stays light (#15)
+
     raw = secret.encode()
     forms = [secret, json.dumps(secret)[1:-1], raw.hex(), raw.hex().upper()]
     for encode in (base64.b64encode, base64.urlsafe_b64encode):

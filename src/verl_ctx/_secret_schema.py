@@ -1,4 +1,11 @@
-"""Which paths of a schema can hold a secret, read once per class from its pydantic core schema.
+"""verl-ctx's one home for secrets: which values are secrets, and which paths of a schema can hold one.
+
+pydantic's secret types share a private base class, named here only (``SecretBase``); every other module asks
+``is_secret``, ``secrets_in`` (a value's secrets), ``secret_plan`` / ``secrets_at`` (a schema's secret paths) or
+``field_holds_secret`` (the editor schema), and ``_redact`` masks what they find in every output.
+
+The plan is read once per class from its pydantic core schema, as a visitor of the one schema walk
+(``_schema_walk``).
 
 Whether a context can hold a secret is a property of its type, not of the values one instance happens to hold:
 a ``SecretStr``, ``SecretBytes`` or ``pydantic.Secret[T]`` reachable from the model through nested models, stdlib
@@ -135,7 +142,16 @@ def check_carried(cls: type[BaseModel]) -> str | None:
 
 def holds_secret_at(value: object, cls: type[BaseModel]) -> bool:
     """Whether ``value`` (an instance of ``cls``) holds a non-``None`` value at a path its schema marks secret."""
-    return any(_present(value, _steps(path)) for path in secret_plan(cls).paths)
+    return any(True for path in secret_plan(cls).paths for _ in _at(value, _steps(path)))
+
+
+def secrets_at(value: object, cls: type[BaseModel]) -> Iterator[SecretBase[Any]]:
+    """The secrets ``value`` (an instance of ``cls``) holds where its schema can hold one: only those paths are
+    read, so a context with a large table beside its key costs what its secret paths cost."""
+    for path in secret_plan(cls).paths:
+        for found in _at(value, _steps(path)):
+            if isinstance(found, SecretBase):
+                yield found
 
 
 # --- the plan: a visitor of the one walk --------------------------------------------------------------
@@ -251,19 +267,20 @@ def _steps(path: str) -> list[str]:
     return steps
 
 
-def _present(value: object, steps: list[str]) -> bool:
-    """Whether a non-None value sits at ``steps`` under ``value`` (every item of a container is followed)."""
+def _at(value: object, steps: list[str]) -> Iterator[object]:
+    """The non-None values at ``steps`` under ``value`` (every item of a container followed); at a ``**`` step
+    (a recursive model), every secret below."""
     todo = [(value, 0)]
     while todo:
         node, i = todo.pop()
         if node is None:
             continue
         if i == len(steps):
-            return True
+            yield node
+            continue
         step = steps[i]
         if step == "**":
-            if _any_secret(node):
-                return True
+            yield from secrets_in(node)
         elif step == "<root>":
             todo.append((node, i + 1))
         elif step == "{key}":
@@ -286,11 +303,6 @@ def _present(value: object, steps: list[str]) -> bool:
             todo.append((node.get(step), i + 1))
         else:
             todo.append((getattr(node, step, None), i + 1))
-    return False
-
-
-def _any_secret(value: object) -> bool:
-    return next(secrets_in(value), None) is not None
 
 
 # --- secrets in values ----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ._field_errors import (
     withheld,
 )
 from ._lint import lint_sizes
+from ._redact import learn_context
 from ._registry import ContextRegistry, default_registry
 from ._roles import inactive_roles
 from ._schema import RoleContext
@@ -78,6 +79,7 @@ def validate(
                 errors.extend(found)
             continue
         contexts[role] = found
+        learn_context(found)  # from here on, this process's messages mask its secrets (verl_ctx._redact)
         provenance.extend(_provenance(role, found, given or {}, prefix, overridden))
         if role in inactive:
             notes.append((role, f"[{role}] a context is configured, but this run starts no {role}: {inactive[role]}"))

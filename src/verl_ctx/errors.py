@@ -64,8 +64,26 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, A
     return err
 
 
+def _shown(text: Any) -> Any:
+    """``text`` with every secret this process has seen masked (``verl_ctx._redact``)."""
+    if not isinstance(text, str):
+        return text
+    from ._redact import redact  # on use: every module imports this one, and _redact imports some of them
+
+    return redact(text)
+
+
 class _Pickles:
-    """Pickle an exception or warning as (class, message args, attributes)."""
+    """Pickle an exception or warning as (class, message args, attributes); its message redacted when it is made
+    (so what is pickled to another process holds no secret this one knows) and when it is shown (so what this
+    process learnt since, or what a worker sent before it knew, is masked too). Every message verl-ctx raises or
+    warns passes here: no code path that builds one has to remember."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(_shown(a) for a in args))
+
+    def __str__(self) -> str:
+        return str(_shown(super().__str__()))
 
     def __reduce__(self) -> tuple[Any, ...]:
         exc: BaseException = self  # type: ignore[assignment]

@@ -47,7 +47,13 @@ INSTANCES: list[BaseException] = [
         for cls in vars(errors).values()
         if isinstance(cls, type)
         and issubclass(cls, (ContextError, ContextWarning))
-        and not any("__init__" in vars(k) for k in cls.__mro__ if k.__module__ == errors.__name__)
+        and not any(
+            "__init__" in vars(k)
+            for k in cls.__mro__
+            if k not in (ContextError, ContextWarning)
+            and k.__module__ == errors.__name__
+            and issubclass(k, (ContextError, ContextWarning))
+        )
     ),
 ]
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
+import pickle
 from collections.abc import Iterator
 
 import pytest
 from pydantic import BaseModel, Secret, SecretBytes, SecretStr
 
-from verl_ctx import _redact
+from verl_ctx import ContextRegistry, RoleContext, _redact, decode, encode, validate
 from verl_ctx._field_errors import MASK
+from verl_ctx.errors import ConfigError, LiteralSecretWarning, SchemaMismatchError
 
 SECRET = "sk-judge-5b1f0e7d"
 
@@ -75,3 +78,54 @@ def test_the_stream_masks_a_secret_written_in_pieces_on_one_line() -> None:
     stream.write(SECRET[5:] + "\nnext line")
     stream.flush()
     assert out.getvalue() == f"Authorization: Bearer {MASK}\nnext line"
+
+
+KEYED = ContextRegistry()
+
+
+class Keyed(RoleContext, role="reward", registry=KEYED):
+    judge_url: str = "http://judge"
+    api_key: SecretStr
+
+
+def test_every_error_and_warning_message_is_redacted_when_made_and_when_shown() -> None:
+    """No path that builds a message has to remember: the error and warning classes redact it themselves."""
+    made_before = ConfigError(f"could not reach the judge with {SECRET}")
+    validate({"extra_context": {"reward": {"api_key": SECRET}}}, registry=KEYED)
+    made_after = SchemaMismatchError(
+        f"header Bearer {SECRET}",
+        role="reward",
+        driver_fingerprint="a",
+        worker_fingerprint="b",
+        driver_version=1,
+        worker_version=1,
+    )
+    warned = LiteralSecretWarning(f"given as {SECRET}", role="reward", path="extra_context.reward.api_key")
+    for shown in (made_before, made_after, warned):
+        assert SECRET not in str(shown)
+        assert MASK in str(shown)
+    # What is pickled to another process (a worker's error caught by class on the driver) holds no secret either.
+    assert SECRET.encode() not in pickle.dumps(made_after)
+    assert SECRET not in str(pickle.loads(pickle.dumps(made_before)))
+
+
+def test_a_worker_learns_the_secrets_it_decodes() -> None:
+    """decode teaches the worker's process its context's secrets: its later messages and logs mask them."""
+    payload = encode(Keyed(api_key=SecretStr(SECRET)))
+    _redact.forget_all()  # a worker process: it never validated anything
+    decode(payload, Keyed)
+    assert SECRET not in str(ConfigError(f"the judge refused key {SECRET}"))
+
+
+def test_verl_ctx_loggers_and_resume_notes_are_redacted(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _redact.learn(Keyed(api_key=SecretStr(SECRET)))
+    log = _redact.logger("verl_ctx.test")
+    with caplog.at_level(logging.INFO, logger="verl_ctx.test"):
+        log.warning("server said %s", f"Bearer {SECRET}")
+    assert caplog.records
+    assert SECRET not in caplog.text
+    assert MASK in caplog.text
+    _redact.say(f"verl-ctx: resumed with {SECRET}")
+    assert SECRET not in capsys.readouterr().out

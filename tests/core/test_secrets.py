@@ -292,15 +292,16 @@ def test_a_secret_inside_a_dataclass_is_a_secret_everywhere(reg: ContextRegistry
     assert contexts.redacted()["critic"] == {"judge": {"key": "**********"}}
 
 
-def test_a_value_too_deep_to_look_through_counts_as_secret() -> None:
-    """Past the depth holds_secret looks, the answer is 'may hold one': handled as secret, never inline."""
-    from verl_ctx._contextset import MAX_SECRET_DEPTH, holds_secret
+def test_a_value_of_any_depth_is_looked_through_for_secrets() -> None:
+    """The value walk is iterative: a secret 10,000 lists deep is found, a plain value as deep is not a secret."""
+    from verl_ctx._contextset import holds_secret
 
-    value: Any = "plain"
-    for _ in range(MAX_SECRET_DEPTH + 2):
-        value = [value]
-    assert holds_secret(value)
-    assert not holds_secret([["plain"]])
+    plain: Any = "plain"
+    hidden: Any = SecretStr(SECRET)
+    for _ in range(10_000):
+        plain, hidden = [plain], [hidden]
+    assert holds_secret(hidden)
+    assert not holds_secret(plain)
 
 
 def test_a_checkpoint_of_a_dataclass_secret_holds_it_in_no_file(reg: ContextRegistry, tmp_path: Any) -> None:
@@ -373,7 +374,7 @@ def test_which_paths_hold_a_secret_is_read_from_the_schema_at_any_depth(reg: Con
 
     from typing_extensions import TypedDict
 
-    from verl_ctx._contextset import MAX_SECRET_DEPTH, holds_secret
+    from verl_ctx._contextset import holds_secret
     from verl_ctx._secret_schema import secret_plan
 
     @dataclasses.dataclass
@@ -400,7 +401,7 @@ def test_which_paths_hold_a_secret_is_read_from_the_schema_at_any_depth(reg: Con
         "pairs[1]",
     }
     deep = Node(token=SECRET)
-    for _ in range(MAX_SECRET_DEPTH):
+    for _ in range(200):
         deep = Node(children=[deep])
     assert holds_secret(Holder(tree=deep))
     assert not holds_secret(Holder(plain=[1, 2]))

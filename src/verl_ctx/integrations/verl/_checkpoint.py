@@ -51,6 +51,7 @@ from ..._decode import decode
 from ..._envelope import RESERVED_KEY, encode, from_text, to_text
 from ..._field_errors import MASK, plain
 from ..._fingerprint import schema_info
+from ..._redact import say
 from ..._registry import default_registry, qualified_name
 from ..._schema import RoleContext
 from ..._secret_schema import SecretBase
@@ -281,7 +282,7 @@ def _append_history(step_dir: str, entry: dict[str, Any]) -> None:
         with open(Path(step_dir) / DIR_NAME / HISTORY_FILE, "a") as f:
             f.write(json.dumps(entry, sort_keys=True) + "\n")
     except OSError as e:
-        print(f"verl-ctx: could not record this resume in {step_dir}/{DIR_NAME}/{HISTORY_FILE}: {e}", flush=True)
+        say(f"verl-ctx: could not record this resume in {step_dir}/{DIR_NAME}/{HISTORY_FILE}: {e}")
 
 
 def find_saved(path: str | os.PathLike[str]) -> str:
@@ -634,27 +635,25 @@ class _RunContexts:
 
     def resume_from(self, folder: str, *, accept: bool) -> None:
         if not _has_saved_contexts(folder):
-            print(
+            say(
                 f"verl-ctx: checkpoint {folder} holds no saved contexts (saved without verl-ctx): nothing to compare; "
-                "this run's contexts are saved with its checkpoints from now on",
-                flush=True,
+                "this run's contexts are saved with its checkpoints from now on"
             )
             self.snapshot.history.append(self._event("resumed", source=folder, result="no saved contexts"))
             return
         saved, found, entry = self._compared(folder)
         for line in found.migrated:
-            print(f"verl-ctx: {line} (the checkpoint's context, to compare it with this launch's)", flush=True)
+            say(f"verl-ctx: {line} (the checkpoint's context, to compare it with this launch's)")
         for line in found.notes:
-            print(f"verl-ctx: {line}", flush=True)
+            say(f"verl-ctx: {line}")
         if found.changes and not accept:
             _append_history(folder, {**entry, "result": "refused: contexts changed"})
             raise _changed_error(folder, found, self.contexts)
         if found.changes:
             entry["result"] = "changed: accepted"
-            print(
+            say(
                 f"verl-ctx: resuming from {folder} with changed contexts ({ACCEPT_KEY}=true):\n  "
-                + "\n  ".join(found.listing()),
-                flush=True,
+                + "\n  ".join(found.listing())
             )
         _append_history(folder, entry)
         # Keep the run's salt, so its later checkpoints' secrets compare with the earlier ones'.

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 from collections import Counter
 from contextvars import ContextVar
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import ray
 from verl.workers.rollout.llm_server import LLMServerClient
 
+from ...._redact import logger as redacted_logger
 from ...._schema import RoleContext
 from ....errors import MissingContextError, ServerUnavailableError, StaleOutputError
 from ._checks import routing_from
@@ -33,7 +33,7 @@ from ._routing import ExternalRouting
 
 __all__ = ["ExternalLLMServerClient"]
 
-logger = logging.getLogger("verl_ctx.external")
+logger = redacted_logger("verl_ctx.external")
 
 # What a dead, restarting or unreachable server actor raises to its caller.
 _SERVER_FAILURES = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)

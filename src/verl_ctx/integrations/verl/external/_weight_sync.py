@@ -17,20 +17,20 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...._redact import logger as redacted_logger
 from ....errors import ServerUnavailableError
 from ._router import Router
 from ._routing import ExternalRouting
 
 __all__ = ["PoolWeightSync", "SyncReport", "load_on_servers", "weights_path"]
 
-logger = logging.getLogger("verl_ctx.external")
+logger = redacted_logger("verl_ctx.external")
 
 
 def weights_path(directory: str, version: int) -> str:

@@ -28,7 +28,6 @@ out, and the legacy TaskRunner hard-codes ``RayPPOTrainer``. Replacing both woul
 
 from __future__ import annotations
 
-import logging
 from typing import Any, ClassVar
 
 import ray
@@ -36,6 +35,7 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
 from verl.utils.debug import marked_timer
 
+from ...._redact import logger as redacted_logger
 from ...._schema import RoleContext
 from ....errors import ConfigError, MissingContextError
 from ._checks import DISK_BACKEND, DISK_ENGINE_MODULE, TRAINER_MODE, check_external_pool, routing_from
@@ -46,7 +46,7 @@ from ._weight_sync import PoolWeightSync, SyncReport
 
 __all__ = ["ExternalPoolTrainer", "NoLocalReplica"]
 
-logger = logging.getLogger("verl_ctx.external")
+logger = redacted_logger("verl_ctx.external")
 
 
 class NoLocalReplica:

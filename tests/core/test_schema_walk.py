@@ -1,0 +1,86 @@
+"""The one walk over pydantic's core schema (``verl_ctx._schema_walk``): its own contract.
+
+Every reader of a core schema (the secret plan, field kinds, declared validators, the fingerprint, the compiled
+codec, the editor schema) goes through it, so its rules are tested here once: a default is data, definitions are
+followed once per path, steps read as paths do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, SecretStr, field_validator
+
+from verl_ctx import _schema_walk as schema_walk
+from verl_ctx._trusted import _strip, declared_validators
+
+# A default shaped like a core schema: a model node with a reference, a post-init hook and a secret's serializer.
+SCHEMA_SHAPED = {
+    "type": "model",
+    "ref": "Shadow:1",
+    "cls": dict,
+    "post_init": "hook",
+    "schema": {"type": "model-fields", "fields": {"leak": {"type": "model-field", "schema": {"type": "str"}}}},
+}
+
+
+class Inner(BaseModel):
+    token: SecretStr | None = None
+    n: int = 0
+
+    @field_validator("n")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        return abs(v)
+
+
+class Tree(BaseModel):
+    inner: Inner = Inner()
+    kids: list[Tree] = []
+    by_name: dict[str, Inner] = {}
+    pair: tuple[int, Inner] | None = None
+    options: dict[str, Any] = SCHEMA_SHAPED
+
+
+class _Paths:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.recursions: list[tuple[str, str]] = []
+
+    def enter(self, node: Any, path: str, above: tuple[str, ...]) -> bool:
+        self.seen.append((path, str(node.get("type"))))
+        return True
+
+    def again(self, ref: str, path: str) -> None:
+        self.recursions.append((ref, path))
+
+
+def test_a_default_shaped_like_schema_is_data_for_every_reader() -> None:
+    core = Tree.__pydantic_core_schema__
+    defs = schema_walk.definitions(core)
+    assert "Shadow:1" not in defs
+    assert {cls for cls, _ in schema_walk.classes(core)} == {Tree, Inner}
+    visitor = _Paths()
+    schema_walk.walk(core, visitor, defs)
+    assert not any("leak" in path for path, _ in visitor.seen)
+    # The trusted validator's copy of the schema keeps the default as the user wrote it (it was rewritten before:
+    # its post-init hook dropped, a custom-init flag added).
+    stripped = _strip(core, declared_validators(core), set())
+    fields = schema_walk.resolve(stripped, schema_walk.definitions(stripped))["schema"]["fields"]
+    assert fields["options"]["schema"]["default"] == SCHEMA_SHAPED
+
+
+def test_the_walk_names_each_step_as_paths_read_and_follows_a_recursion_once() -> None:
+    visitor = _Paths()
+    core = Tree.__pydantic_core_schema__
+    schema_walk.walk(core, visitor, schema_walk.definitions(core))
+    paths = {path for path, _ in visitor.seen}
+    assert {"inner.token", "kids[*]", "by_name{key}", "by_name{*}.n", "pair[0]", "pair[1].token"} <= paths
+    assert [path for _, path in visitor.recursions] == ["kids[*]"]  # the recursive model: told, not walked again
+
+
+def test_union_choices_are_read_alike_whether_labelled_or_tagged() -> None:
+    plain = {"type": "union", "choices": [{"type": "int"}, ({"type": "str"}, "label")]}
+    tagged = {"type": "tagged-union", "choices": {"a": {"type": "int"}, "b": {"type": "str"}}}
+    assert schema_walk.choices(plain) == schema_walk.choices(tagged) == [{"type": "int"}, {"type": "str"}]
+    assert [c for _, c in schema_walk.children(plain)] == schema_walk.choices(plain)
