@@ -1,6 +1,7 @@
 """Encode / decode / round trip / bytes for each shape against what users would do instead, interleaved.
 
-The shapes (``models.py``): S, M, M-typed (UUID/datetime/enum-heavy), L and L-narrow (100,000 rows of 3 scalars).
+The shapes (``models.py``): S, M, M-typed (UUID/datetime/enum-heavy), M-checked (the same with validators), L and
+L-narrow (100,000 rows of 3 scalars).
 Besides the main table: verl-ctx against cloudpickle with the garbage collector as each library treats it and
 paused for both, and what the value-level skew receipt costs a worker whose schema's fingerprint differs.
 """
@@ -36,13 +37,13 @@ from .timing import Samples, fmt_ratio, fmt_seconds, interleaved, paired_ratio, 
 
 TITLE = "Encode / decode, S / M / L contexts"
 # calls per sample and rounds, per size: enough for a stable median on two busy cores
-BUDGET = {"S": (2000, 9), "M": (300, 9), "M-typed": (300, 9), "L": (1, 7), "L-narrow": (1, 7)}
-QUICK = {"S": (500, 5), "M": (100, 5), "M-typed": (100, 5), "L": (1, 3), "L-narrow": (1, 3)}
+BUDGET = {"S": (2000, 9), "M": (300, 9), "M-typed": (300, 9), "M-checked": (300, 9), "L": (1, 7), "L-narrow": (1, 7)}
+QUICK = {"S": (500, 5), "M": (100, 5), "M-typed": (100, 5), "M-checked": (100, 5), "L": (1, 3), "L-narrow": (1, 3)}
 # the skew receipt's rows: a skewed decode validates through pydantic, 5-10x a same-schema decode
-SKEW_BUDGET = {"S": (500, 7), "M": (60, 7), "M-typed": (60, 7), "L": (1, 5), "L-narrow": (1, 5)}
-SKEW_QUICK = {"S": (100, 3), "M": (20, 3), "M-typed": (20, 3), "L": (1, 3), "L-narrow": (1, 3)}
+SKEW_BUDGET = {"S": (500, 7), "M": (60, 7), "M-typed": (60, 7), "M-checked": (60, 7), "L": (1, 5), "L-narrow": (1, 5)}
+SKEW_QUICK = {"S": (100, 3), "M": (20, 3), "M-typed": (20, 3), "M-checked": (20, 3), "L": (1, 3), "L-narrow": (1, 3)}
 SIZES = tuple(SHAPES)
-TARGETS = {"S": 0.25, "M": 0.15, "M-typed": 0.15, "L": 0.09, "L-narrow": 0.09}
+TARGETS = {"S": 0.25, "M": 0.15, "M-typed": 0.15, "M-checked": 0.15, "L": 0.09, "L-narrow": 0.09}
 WORKER_TARGET = {"S": 0.30}
 WORKER_OVER_BARE = 1.3
 OURS = "verl-ctx (envelope)"

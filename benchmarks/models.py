@@ -3,7 +3,8 @@
 S: a flat model, 20 leaf values. M: nested, ~200 leaves with datetimes, UUIDs, an enum, lists of
 sub-models. L: a 100,000-row table of small sub-models (a curriculum or prompt-weight table). Two more shapes
 (#24): M-typed, 193 leaves nearly all UUIDs, datetimes and enum members (20 nested events of 8 such fields, a
-dict of datetimes, lists of UUIDs and of enum members); L-narrow, 100,000 rows of 3 scalar fields (int, float,
+dict of datetimes, lists of UUIDs and of enum members); M-checked, the same data in models with a field validator
+and a model validator each, as recipe code writes them (#41); L-narrow, 100,000 rows of 3 scalar fields (int, float,
 bool: no string that cloudpickle can memoize).
 
 Each set of pydantic classes is defined by ``_define()``. Called at import time, its classes are made
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import msgspec
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 from verl_ctx import ContextRegistry, RoleContext
 
@@ -112,6 +113,47 @@ def _define(compiled: bool = True) -> dict[str, Any]:
         reviewers: list[uuid.UUID]
         statuses: list[Status]
 
+    class Audit(BaseModel):
+        """An M-typed event as recipe code writes one: a field validator and a model validator (#41)."""
+
+        ident: uuid.UUID
+        parent: uuid.UUID
+        owner: uuid.UUID
+        stage: Stage
+        status: Status
+        queued: dt.datetime
+        started: dt.datetime
+        finished: dt.datetime
+
+        @field_validator("queued", "started", "finished")
+        @classmethod
+        def _aware(cls, v: dt.datetime) -> dt.datetime:
+            if v.tzinfo is None:
+                raise ValueError("a time zone is required")
+            return v
+
+        @model_validator(mode="after")
+        def _ordered(self) -> Audit:
+            if not self.queued <= self.started <= self.finished:
+                raise ValueError("queued <= started <= finished")
+            return self
+
+    class Checked(RoleContext, role="checked", registry=registry, compiled=compiled):
+        run: uuid.UUID
+        created: dt.datetime
+        stage: Stage
+        events: list[Audit]
+        checkpoints: dict[str, dt.datetime]
+        reviewers: list[uuid.UUID]
+        statuses: list[Status]
+
+        @field_validator("reviewers")
+        @classmethod
+        def _distinct(cls, v: list[uuid.UUID]) -> list[uuid.UUID]:
+            if len(set(v)) != len(v):
+                raise ValueError("a reviewer is listed twice")
+            return v
+
     class Cell(BaseModel):
         uid: int
         score: float
@@ -130,12 +172,15 @@ def _define(compiled: bool = True) -> dict[str, Any]:
         "Large": Large,
         "Event": Event,
         "Typed": Typed,
+        "Audit": Audit,
+        "Checked": Checked,
         "Cell": Cell,
         "Narrow": Narrow,
     }
 
 
-TOP = ("Small", "Medium", "Typed", "Large", "Narrow")  # the RoleContexts, by shape: S, M, M-typed, L, L-narrow
+# The RoleContexts, by shape: S, M, M-typed, M-checked, L, L-narrow.
+TOP = ("Small", "Medium", "Typed", "Checked", "Large", "Narrow")
 
 
 def _make_importable(classes: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +263,10 @@ def _structs_of(*models: type[BaseModel]) -> dict[type, type]:
 # would then break cloudpickle of the pydantic models that share it (CODEC_NOTES trap 8).
 _STRUCT_MODELS = _define()
 STRUCTS = _structs_of(
-    *(_STRUCT_MODELS[n] for n in ("Small", "Phase", "Medium", "Row", "Large", "Event", "Typed", "Cell", "Narrow"))
+    *(
+        _STRUCT_MODELS[n]
+        for n in ("Small", "Phase", "Medium", "Row", "Large", "Event", "Typed", "Audit", "Checked", "Cell", "Narrow")
+    )
 )
 
 
@@ -286,16 +334,18 @@ def data(rows: int = L_ROWS) -> dict[str, dict[str, Any]]:
         "S": {},
         "M": medium_data(),
         "M-typed": typed_data(),
+        "M-checked": typed_data(),
         "L": {"rows": large_rows(rows)},
         "L-narrow": {"rows": narrow_rows(rows)},
     }
 
 
-SHAPES = dict(zip(("S", "M", "M-typed", "L", "L-narrow"), TOP, strict=True))  # shape -> its RoleContext's name
+# shape -> its RoleContext's name
+SHAPES = dict(zip(("S", "M", "M-typed", "M-checked", "L", "L-narrow"), TOP, strict=True))
 
 
 def instances(classes: dict[str, Any], rows: int = L_ROWS) -> dict[str, Any]:
-    """One instance of ``classes`` (pydantic) per shape (S, M, M-typed, L, L-narrow), built from the same data."""
+    """One instance of ``classes`` (pydantic) per shape, built from the same data."""
     return {shape: classes[SHAPES[shape]].model_validate(d) for shape, d in data(rows).items()}
 
 

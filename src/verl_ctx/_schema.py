@@ -134,12 +134,27 @@ class RoleContext(BaseModel):
         for name, value in super().__repr_args__():
             yield (name, _NOT_SHOWN) if hide and name in computed else (name, value)
 
+    def __repr__(self) -> str:
+        return _shown(self, super().__repr__())
+
+    def __str__(self) -> str:
+        return _shown(self, super().__str__())
+
     @classmethod
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # pydantic hands class keywords to both hooks; ours are consumed in __pydantic_init_subclass__.
         for key in ("role", "version", "registry", "compiled"):
             kwargs.pop(key, None)
         super().__init_subclass__(**kwargs)
+
+
+def _shown(context: RoleContext, text: str) -> str:
+    """``text`` (the context's repr or str) through the one redaction, its own secrets learnt first: a value the
+    context holds or made from its secret (a header, a URL with the key) is stars, wherever it is printed."""
+    from ._redact import learn_context, redact  # on use: _redact imports modules that import this one
+
+    learn_context(context)
+    return redact(text)
 
 
 class _NotShown:

@@ -22,17 +22,22 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from msgspec.msgpack import Ext
 from pydantic import (
+    AfterValidator,
     AnyUrl,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     PrivateAttr,
     RootModel,
     SecretStr,
     ValidationError,
+    WrapValidator,
     create_model,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode
@@ -756,14 +761,6 @@ def _not_compiled() -> list[tuple[str, Callable[[], type[RoleContext]], str]]:
         _seen: int = PrivateAttr(0)
         x: int = 0
 
-    class Checked(BaseModel):
-        x: int = 0
-
-        @field_validator("x")
-        @classmethod
-        def _positive(cls, v: int) -> int:
-            return v
-
     class Shown(BaseModel):
         x: int = 0
 
@@ -784,7 +781,7 @@ def _not_compiled() -> list[tuple[str, Callable[[], type[RoleContext]], str]]:
         child: Node | None = None
 
     return [
-        ("validator", make("V", x=(Checked, Checked())), "function"),
+        ("plain validator", make("V", x=(Annotated[int, PlainValidator(int)], 0)), "function-plain"),
         ("serializer", make("Se", x=(Shown, Shown())), "serializ"),
         ("private attribute", make("P", x=(Private, Private())), "private"),
         ("custom __init__", make("I", x=(Init, Init())), "__init__"),
@@ -821,6 +818,65 @@ def _not_compiled() -> list[tuple[str, Callable[[], type[RoleContext]], str]]:
             "compiled=False",
         ),
     ]
+
+
+UTC = dt.timezone.utc
+
+
+def test_declared_validators_are_compiled_through_and_run_only_on_the_driver() -> None:
+    """A payload of the driver's own fingerprint holds what its validators made: the compiled decoder checks the
+    types inside field, model and Annotated validators without running them again, and builds what pydantic's
+    trusted path builds (a validator that doubles would double again if it ran)."""
+    calls: list[str] = []
+
+    def doubled(v: int) -> int:
+        calls.append("after")
+        return v * 2
+
+    def kept(v: Any, handler: Any) -> Any:
+        calls.append("wrap")
+        return handler(v)
+
+    class Event(BaseModel):
+        ident: uuid.UUID
+        at: dt.datetime
+        n: Annotated[int, AfterValidator(doubled)] = 0
+        tag: Annotated[str, BeforeValidator(str), WrapValidator(kept)] = ""
+
+        @model_validator(mode="after")
+        def _ordered(self) -> Event:
+            calls.append("model")
+            return self
+
+    class Audited(RoleContext, role="critic", registry=ContextRegistry()):
+        events: list[Event] = Field(default_factory=list)
+        limit: int = 1
+
+        @field_validator("limit")
+        @classmethod
+        def _plus_one(cls, v: int) -> int:
+            calls.append("field")
+            return v + 1
+
+        @model_validator(mode="before")
+        @classmethod
+        def _seen(cls, v: Any) -> Any:
+            calls.append("before")
+            return v
+
+    assert compiled.why_not(Audited) is None
+    sent = Audited(
+        events=[
+            Event(ident=uuid.UUID(int=i), at=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), n=i) for i in range(3)
+        ],
+        limit=5,
+    )
+    calls.clear()
+    got = compiled_answer(Audited, encode_payload(sent))
+    assert got == sent
+    assert got.limit == 6
+    assert [e.n for e in got.events] == [0, 2, 4]
+    assert calls == []
 
 
 @pytest.mark.parametrize(("what", "make", "reason"), _not_compiled(), ids=[c[0] for c in _not_compiled()])

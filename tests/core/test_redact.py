@@ -129,3 +129,17 @@ def test_verl_ctx_loggers_and_resume_notes_are_redacted(
     assert MASK in caplog.text
     _redact.say(f"verl-ctx: resumed with {SECRET}")
     assert SECRET not in capsys.readouterr().out
+
+
+def test_a_contexts_repr_and_str_go_through_the_redaction() -> None:
+    """A context's repr and str mask its secrets wherever they show up in it (here: a value made from the key and
+    kept in a plain field, which pydantic would print)."""
+
+    class Echo(RoleContext, role="critic", registry=ContextRegistry()):
+        api_key: SecretStr
+        note: str
+
+    ctx = Echo(api_key=SecretStr(SECRET), note=f"configured with {SECRET}")
+    for shown in (repr(ctx), str(ctx), f"{ctx!r}"):
+        assert SECRET not in shown
+        assert "configured with" in shown
