@@ -57,7 +57,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
 from . import _schema_walk as schema_walk
-from ._trusted import declared_validators, function_of
+from ._trusted import declared_validators, runs_declared
 
 __all__ = ["Refused", "decoder_for", "decoders", "encoder_for", "encoders", "forget", "why_not"]
 
@@ -345,9 +345,7 @@ class _Compiler:
             found = schema_walk.resolve(node, self.defs)
             if found is None:
                 raise _NotCompiled(f"an unresolved reference {node.get('schema_ref')}")
-            spec = found.get("function")
-            declared = isinstance(spec, Mapping) and id(function_of(spec.get("function"))) in self.declared
-            if not (declared and found.get("type") in schema_walk.FUNCTIONS):
+            if not (found.get("type") in schema_walk.FUNCTIONS and runs_declared(found, self.declared)):
                 return found
             node = found["schema"]
 
@@ -418,6 +416,9 @@ class _Compiler:
         """The mirror type of a core-schema node, and what its value needs after msgspec."""
         node = self.resolve(node)
         kind = node.get("type")
+        if kind == "function-plain":
+            # Checked before the serializer: pydantic gives a plain validator a serializer of its own.
+            raise _NotCompiled(f"{where} has a plain validator (function-plain): its result is not a decoded type")
         if "serialization" in node:
             raise _NotCompiled(f"{where} has a custom serializer")
         if kind == "model":

@@ -24,7 +24,7 @@ from pydantic import AliasChoices
 from pydantic.fields import FieldInfo
 
 from . import _schema_walk as schema_walk
-from ._trusted import declared_validators, function_of
+from ._trusted import declared_validators, runs_declared
 
 __all__ = ["KIND_KEY", "input_names", "kept_untyped", "kind_entries", "model_named", "reads_alike", "renamed_to"]
 
@@ -46,8 +46,7 @@ class _Kinds:
 
     def declared_function(self, node: dict[str, Any]) -> bool:
         """Whether a function node runs a validator the user declared (not a type's own function)."""
-        spec = node.get("function")
-        return isinstance(spec, dict) and id(function_of(spec.get("function"))) in self.declared
+        return runs_declared(node, self.declared)
 
     def resolve(self, node: Any) -> Any:
         found = schema_walk.resolve(node, self.defs, defaults=True)

@@ -46,6 +46,7 @@ __all__ = [
     "is_secret",
     "secret_kind",
     "secret_plan",
+    "secrets_at",
     "secrets_in",
 ]
 

@@ -22,6 +22,7 @@ that have none of these; this one is for the rest.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from types import MethodType
 from typing import Any
 
@@ -30,7 +31,7 @@ from pydantic_core import SchemaValidator
 
 from . import _schema_walk as schema_walk
 
-__all__ = ["declared_validators", "function_of", "replay_post_init", "trusted_validator"]
+__all__ = ["declared_validators", "function_of", "replay_post_init", "runs_declared", "trusted_validator"]
 
 _MARKERS = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
 _FUNCTION_KINDS = frozenset({"function-before", "function-after", "function-wrap", "function-plain"})
@@ -116,6 +117,13 @@ def _markers(items: list[Any], declared: set[int], depth: int) -> None:
             _markers(list(args), declared, depth + 1)
 
 
+def runs_declared(node: Mapping[str, Any], declared: set[int]) -> bool:
+    """Whether a function node of a core schema runs one of the ``declared`` validators (ids from
+    ``declared_validators``), not a type's own function."""
+    spec = node.get("function")
+    return isinstance(spec, Mapping) and id(function_of(spec.get("function"))) in declared
+
+
 def function_of(fn: Any) -> Any:
     while isinstance(fn, (staticmethod, classmethod, MethodType)):
         fn = fn.__func__
@@ -136,8 +144,7 @@ def _strip(node: Any, declared: set[int], post_init: set[type] | None) -> Any:
         if k != "serialization"
     }
     if kind in _FUNCTION_KINDS:
-        spec = node.get("function")
-        if isinstance(spec, dict) and id(function_of(spec.get("function"))) in declared:
+        if runs_declared(node, declared):
             out["function"] = _IDENTITY_WRAP if kind == "function-wrap" else _IDENTITY
     elif kind == "model" and post_init is not None:
         if out.pop("post_init", None) and isinstance(node.get("cls"), type):
