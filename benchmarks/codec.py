@@ -19,9 +19,9 @@ import cloudpickle
 import msgspec
 
 from verl_ctx import decode, encode
-from verl_ctx._codec import decode_payload
-from verl_ctx._decode import _check_skew
-from verl_ctx._fingerprint import schema_info
+from verl_ctx._model.fingerprint import schema_info
+from verl_ctx._wire.codec import decode_payload
+from verl_ctx._worker.skew import check_skew
 from verl_ctx.errors import SchemaSkewWarning
 
 from .models import (
@@ -254,7 +254,7 @@ def _skew_receipt(quick: bool, figures: dict[str, float]) -> str:
     """What decoding costs when the worker's schema has another fingerprint (one more defaulted field).
 
     Such a decode validates the payload through pydantic (not the compiled path), then runs the value-level
-    receipt (``_check_skew``: the instance encoded again, parsed, and compared value by value, types included,
+    receipt (``check_skew``: the instance encoded again, parsed, and compared value by value, types included,
     with what the driver sent). Timed: the same-schema decode, the skewed decode, and the receipt alone.
     """
     budget = SKEW_QUICK if quick else SKEW_BUDGET
@@ -272,7 +272,7 @@ def _skew_receipt(quick: bool, figures: dict[str, float]) -> str:
                 {
                     "same": functools.partial(decode, env, cls),
                     "skewed": functools.partial(decode, env, worker),
-                    "receipt": functools.partial(_check_skew, env, info, worker, instance, data),
+                    "receipt": functools.partial(check_skew, env, info, worker, instance, data),
                 },
                 number=number,
                 rounds=rounds,
@@ -304,7 +304,7 @@ def _skew_receipt(quick: bool, figures: dict[str, float]) -> str:
     return (
         "The value-level skew receipt: decoding with a worker schema whose fingerprint differs (the same model "
         "with one more defaulted field) validates through pydantic, then re-encodes the instance and compares "
-        "every value, types included, with the driver's (`_check_skew`). It runs only when the fingerprints "
+        "every value, types included, with the driver's (`check_skew`). It runs only when the fingerprints "
         "differ; a same-schema decode never pays it.\n\n" + table(headers, rows)
     )
 

@@ -161,7 +161,7 @@ def _cases(size: int) -> dict[str, Callable[[], bytes]]:
 
 def _valid(cls: type[RoleContext], **fields: Any) -> bytes:
     """The payload of a valid ``cls`` holding ``fields`` (built without validating: millions of values)."""
-    from verl_ctx._codec import encode_payload
+    from verl_ctx._wire.codec import encode_payload
 
     return encode_payload(cls.model_construct(**fields))
 

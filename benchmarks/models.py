@@ -209,7 +209,8 @@ def skewed_models() -> dict[str, Any]:
 
     Same names (``module:QualName``) and versions, so only the fingerprint differs: decoding the importable
     models' envelopes with these validates the payload and then runs the value-level skew receipt
-    (``verl_ctx._decode._check_skew``), which finds every value unchanged and the new field filled by its default.
+    (``verl_ctx._worker.skew.check_skew``), which finds every value unchanged and the new field filled by its
+    default.
     """
     registry = ContextRegistry("benchmarks, skewed worker")
     out = dict(IMPORTABLE)

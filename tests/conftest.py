@@ -75,9 +75,9 @@ def empty_default_registry() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _no_learnt_secrets() -> Iterator[None]:
-    """Each test starts with a process that has seen no secret: validate and decode teach verl_ctx._redact the
+    """Each test starts with a process that has seen no secret: validate and decode teach verl_ctx._secrets.redact the
     secrets they meet, and a value one test used as a secret must not turn to stars in the next test's messages."""
-    from verl_ctx import _redact
+    from verl_ctx._secrets import redact as _redact
 
     _redact.forget_all()
     yield

@@ -19,12 +19,12 @@ This package imports pydantic and msgspec only.
 
 from typing import Any
 
-from ._contextset import ContextSet, Provenance
-from ._decode import decode
-from ._envelope import attach, encode
-from ._registry import ContextRegistry, default_registry
-from ._schema import RoleContext, migration
-from ._validate import validate
+from ._driver.contextset import ContextSet, Provenance
+from ._driver.validate import validate
+from ._model.registry import ContextRegistry, default_registry
+from ._model.role_context import RoleContext, migration
+from ._wire.envelope import attach, encode
+from ._worker.decode import decode
 from .errors import ContextError
 
 

@@ -5,7 +5,7 @@ finds and reads them. Use it to put an envelope where only text may go, to check
 ``decode`` another place to look (``register_source``).
 """
 
-from ._envelope import (
+from ._wire.envelope import (
     DEFAULT_MAX_BYTES,
     ENVELOPE_FORMAT,
     RESERVED_KEY,
@@ -16,7 +16,7 @@ from ._envelope import (
     from_text,
     to_text,
 )
-from ._sources import Source, register_source, sources
+from ._wire.sources import Source, register_source, sources
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

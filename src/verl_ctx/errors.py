@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._secrets import redact as _redaction
+
 __all__ = [
     "ConfigError",
     "ContextChangedError",
@@ -65,12 +67,10 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, A
 
 
 def _shown(text: Any) -> Any:
-    """``text`` with every secret this process has seen masked (``verl_ctx._redact``)."""
+    """``text`` with every secret this process has seen masked (``verl_ctx._secrets.redact``)."""
     if not isinstance(text, str):
         return text
-    from ._redact import redact  # on use: every module imports this one, and _redact imports some of them
-
-    return redact(text)
+    return _redaction.redact(text)
 
 
 class _Pickles:

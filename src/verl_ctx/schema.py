@@ -5,9 +5,9 @@
 ``RULES`` (what ``verl-ctx schema check`` reports).
 """
 
-from ._evolution import RULES, Change, Rule, diff_schemas
-from ._fingerprint import SchemaInfo, schema_info
-from ._schema import KNOWN_ROLES
+from ._files.evolution import RULES, Change, Rule, diff_schemas
+from ._model.fingerprint import SchemaInfo, schema_info
+from ._model.role_context import KNOWN_ROLES
 
 __all__ = [
     "Change",

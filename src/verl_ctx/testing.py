@@ -30,7 +30,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _contextset, _envelope, _fingerprint, _schema
+from ._driver import contextset as _contextset
+from ._model import fingerprint as _fingerprint
+from ._model import role_context as _schema
+from ._wire import envelope as _envelope
 
 __all__ = [
     "bound_worker",
@@ -290,8 +293,8 @@ _SAVE_USAGE = (
 
 
 def _save_checkpoint_main(argv: Sequence[str]) -> int:
-    from ._modules import import_modules
-    from ._validate import validate
+    from ._driver.modules import import_modules
+    from ._driver.validate import validate
     from .errors import ConfigError, ContextError
 
     parser = argparse.ArgumentParser(

@@ -365,8 +365,8 @@ def test_editor_schema_is_each_role_schema_but_for_secrets() -> None:
     the config schema holds each role's schema exactly as exported."""
     import examples.custom_recipe.contexts  # noqa: F401  (registers the example's schemas)
 
-    from verl_ctx._export import config_json_schema
-    from verl_ctx._registry import default_registry
+    from verl_ctx._files.export import config_json_schema
+    from verl_ctx._model.registry import default_registry
 
     schemas = [s for s in default_registry.schemas() if s.__module__ == "examples.custom_recipe.contexts"]
     editor = config_json_schema(schemas)

@@ -41,8 +41,10 @@ from pydantic import (
 )
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode
-from verl_ctx import _compiled as compiled
-from verl_ctx._codec import _encoder, _prepare_all, decode_payload, encode_payload
+from verl_ctx._wire import compiled, generated
+from verl_ctx._wire.codec import decode_payload, encode_payload
+from verl_ctx._wire.msgpack import encoder as _encoder
+from verl_ctx._wire.msgpack import prepare_all as _prepare_all
 from verl_ctx.errors import EnvelopeError, SchemaDefinitionError
 
 # Generated defaults holding bytes have no JSON Schema form; the fingerprint says so, which is not under test here.
@@ -646,11 +648,11 @@ def test_both_bulk_builders_build_what_pydantic_builds() -> None:
     data = [{"prompt_id": i, "weight": i / 3, "tag": f"t{i}"} for i in range(50)]
     mirror = msgspec.defstruct("RowMirror", [("prompt_id", int), ("weight", float), ("tag", str)])
     structs = [mirror(**row) for row in data]
-    by_core = compiled._list_maker(Row)
+    by_core = generated._list_maker(Row)
     assert by_core is not None
     shared = set(Row.model_fields)
     triples = [(msgspec.structs.asdict(s), None, shared) for s in structs]
-    for built in (by_core(triples), compiled._by_slots(Row)(structs, set(Row.model_fields))):
+    for built in (by_core(triples), generated._by_slots(Row)(structs, set(Row.model_fields))):
         expected = [Row.model_validate(row) for row in data]
         assert built == expected
         for got, want in zip(built, expected, strict=True):

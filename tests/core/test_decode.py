@@ -12,8 +12,8 @@ import pytest
 from pydantic import Field, SecretStr
 
 from verl_ctx import ContextRegistry, RoleContext, attach, decode, encode, migration
-from verl_ctx import _compiled as compiled_module
-from verl_ctx._compiled import why_not
+from verl_ctx._wire import compiled as compiled_module
+from verl_ctx._wire.compiled import why_not
 from verl_ctx.envelope import RESERVED_KEY, from_text, to_text
 from verl_ctx.errors import (
     EnvelopeError,

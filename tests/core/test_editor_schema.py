@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, create_model
 
 from verl_ctx import ContextRegistry, RoleContext, validate
-from verl_ctx._export import config_json_schema
+from verl_ctx._files.export import config_json_schema
 from verl_ctx.errors import ContextValidationError
 
 jsonschema = pytest.importorskip("jsonschema")

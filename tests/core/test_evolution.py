@@ -32,9 +32,9 @@ from pydantic import (
 )
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode
-from verl_ctx._codec import decode_payload, encode_payload
-from verl_ctx._evolution import pattern_wider
-from verl_ctx._export import _behaviour_changes
+from verl_ctx._files.export import _behaviour_changes
+from verl_ctx._files.json_nodes import pattern_wider
+from verl_ctx._wire.codec import decode_payload, encode_payload
 from verl_ctx.errors import ContextError, SchemaMismatchError, SchemaSkewWarning
 from verl_ctx.schema import RULES, Change, Rule, diff_schemas, schema_info
 

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
-from verl_ctx._budget import (
+from verl_ctx._wire.budget import (
     CONTAINER_COST,
     ITEM_COST,
     MAP_ENTRY_COST,
     PayloadCostError,
-    _Walk,
+    _ItemWalk,
     check_decode_cost,
     decode_charge,
 )
@@ -264,7 +264,7 @@ def test_a_flood_of_repeated_multi_byte_items_is_refused_as_fast_as_one_of_singl
 
 
 def _walked_item_by_item(data: bytes) -> int:
-    walk = _Walk(data, 2**62, 16)
+    walk = _ItemWalk(data, 2**62, 16)
     walk.items(0, len(data), len(data))
     return walk.charge
 

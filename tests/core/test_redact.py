@@ -1,4 +1,4 @@
-"""verl_ctx._redact: the secrets a process learnt are masked in every text it writes, in every encoding."""
+"""verl_ctx._secrets.redact: the secrets a process learnt are masked in every text it writes, in every encoding."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel, Secret, SecretBytes, SecretStr
 
-from verl_ctx import ContextRegistry, RoleContext, _redact, decode, encode, validate
-from verl_ctx._field_errors import MASK
+from verl_ctx import ContextRegistry, RoleContext, decode, encode, validate
+from verl_ctx._secrets import redact as _redact
+from verl_ctx._secrets.redact import MASK
 from verl_ctx.errors import ConfigError, LiteralSecretWarning, SchemaMismatchError
 
 SECRET = "sk-judge-5b1f0e7d"

@@ -201,7 +201,7 @@ def test_only_fields_travel_and_a_deleted_one_is_said_at_encode(compiled: bool) 
     from pydantic import BaseModel, ConfigDict, Field
 
     from verl_ctx import ContextRegistry, RoleContext
-    from verl_ctx import _compiled as compiled_path
+    from verl_ctx._wire import compiled as compiled_path
     from verl_ctx.errors import EnvelopeError
 
     class Item(BaseModel):

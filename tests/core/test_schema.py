@@ -146,7 +146,7 @@ def test_secret_fields_are_found_at_any_depth(registry: ContextRegistry) -> None
 
 def test_exported_schemas_never_hold_a_secret_value(registry: ContextRegistry, tmp_path: Path) -> None:
     """A secret default, at any depth, appears in no exported file (JSON Schema, config schema, lock)."""
-    from verl_ctx._export import export_schemas
+    from verl_ctx._files.export import export_schemas
 
     class Inner(BaseModel):
         api_key: SecretStr = SecretStr("sk-default-inner")

@@ -1,4 +1,4 @@
-"""The one walk over pydantic's core schema (``verl_ctx._schema_walk``): its own contract.
+"""The one walk over pydantic's core schema (``verl_ctx._analysis.walk``): its own contract.
 
 Every reader of a core schema (the secret plan, field kinds, declared validators, the fingerprint, the compiled
 codec, the editor schema) goes through it, so its rules are tested here once: a default is data, definitions are
@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr, field_validator
 
-from verl_ctx import _schema_walk as schema_walk
-from verl_ctx._trusted import _strip, declared_validators
+from verl_ctx._analysis import walk as schema_walk
+from verl_ctx._analysis.trusted import _strip, declared_validators
 
 # A default shaped like a core schema: a model node with a reference, a post-init hook and a secret's serializer.
 SCHEMA_SHAPED = {

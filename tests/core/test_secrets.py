@@ -294,7 +294,7 @@ def test_a_secret_inside_a_dataclass_is_a_secret_everywhere(reg: ContextRegistry
 
 def test_a_value_of_any_depth_is_looked_through_for_secrets() -> None:
     """The value walk is iterative: a secret 10,000 lists deep is found, a plain value as deep is not a secret."""
-    from verl_ctx._contextset import holds_secret
+    from verl_ctx._secrets.plan import holds_secret
 
     plain: Any = "plain"
     hidden: Any = SecretStr(SECRET)
@@ -374,8 +374,7 @@ def test_which_paths_hold_a_secret_is_read_from_the_schema_at_any_depth(reg: Con
 
     from typing_extensions import TypedDict
 
-    from verl_ctx._contextset import holds_secret
-    from verl_ctx._secret_schema import secret_plan
+    from verl_ctx._secrets.plan import holds_secret, secret_plan
 
     @dataclasses.dataclass
     class Key:

@@ -10,7 +10,7 @@ import pytest
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 
 from verl_ctx import ContextRegistry, RoleContext, decode, encode
-from verl_ctx._decode import _compare
+from verl_ctx._worker.skew import _compare
 from verl_ctx.errors import SchemaMismatchError, SchemaSkewWarning
 
 PLUS_TWO = dt.timezone(dt.timedelta(hours=2))

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, Field, SecretStr
 
 from verl_ctx import ContextRegistry, RoleContext, migration, validate
-from verl_ctx._lint import lint_extra_context
+from verl_ctx._driver.lint import lint_extra_context
 from verl_ctx.errors import ContextValidationError, PayloadWarning
 
 

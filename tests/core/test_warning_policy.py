@@ -17,7 +17,9 @@ def _warn_from(module: str, category: type[Warning]) -> None:
 
 
 @pytest.mark.parametrize("category", [DeprecationWarning, PendingDeprecationWarning])
-@pytest.mark.parametrize("module", ["verl_ctx._codec", "verl_ctx", "tests.core.test_codec", "examples.custom_recipe"])
+@pytest.mark.parametrize(
+    "module", ["verl_ctx._wire.codec", "verl_ctx", "tests.core.test_codec", "examples.custom_recipe"]
+)
 def test_a_deprecation_our_code_triggers_is_an_error(module: str, category: type[Warning]) -> None:
     with pytest.raises(category, match="an old API"):
         _warn_from(module, category)

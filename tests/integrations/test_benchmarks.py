@@ -42,9 +42,9 @@ def test_codec_shapes_measure_what_their_rows_say() -> None:
     from benchmarks.models import IMPORTABLE, SHAPES, instances, skewed_models
     from benchmarks.timing import interleaved
 
-    from verl_ctx import _compiled as compiled
     from verl_ctx import decode, encode
-    from verl_ctx._fingerprint import schema_info
+    from verl_ctx._model.fingerprint import schema_info
+    from verl_ctx._wire import compiled as compiled
     from verl_ctx.errors import SchemaSkewWarning
 
     skewed = skewed_models()

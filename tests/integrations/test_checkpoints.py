@@ -365,7 +365,8 @@ def test_a_damaged_history_is_read_past_and_a_missing_envelopes_file_is_refused(
     lineage); a verl_ctx/ folder whose envelopes file was deleted, or is a directory, stops the resume with a
     ConfigError instead of resuming as if nothing had been saved."""
     from verl_ctx.errors import ConfigError
-    from verl_ctx.integrations.verl._checkpoint import Snapshot, _RunContexts
+    from verl_ctx.integrations.verl._checkpoint import Snapshot
+    from verl_ctx.integrations.verl._checkpoint.trainer import _RunContexts
 
     launch = dict(contexts(CriticV1()))
     step = tmp_path / "global_step_1"

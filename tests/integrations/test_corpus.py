@@ -141,7 +141,7 @@ def test_role_mirror_agrees_with_verls_own_functions() -> None:
     """On every launch verl composes, our torch-free rules give verl's own need_* answers and ref_in_actor."""
     from verl.trainer.ppo import utils as verl_utils
 
-    from verl_ctx import _roles
+    from verl_ctx._driver import roles as _roles
 
     for index in CHOSEN:
         launch = LAUNCHES[index]

@@ -24,7 +24,7 @@ import pytest
 from examples.custom_recipe.demo import RECIPE_ARGS, RECIPE_OVERRIDES, SECRET, verl_ctx
 
 from tests.secret_hunt import hunt
-from verl_ctx.cli._main import REPORT_ENV
+from verl_ctx.cli._run import REPORT_ENV
 from verl_ctx.envelope import from_text
 
 from .conftest import REPO

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from verl_ctx._roles import need_critic, need_reference_policy
+from verl_ctx._driver.roles import need_critic, need_reference_policy
 
 
 @pytest.mark.parametrize(

@@ -10,19 +10,8 @@ import click
 
 from ..errors import ConfigError
 from . import _render as render
-from ._main import (
-    _COMMAND,
-    EXIT_INVALID,
-    EXIT_OK,
-    ConfigInputs,
-    _config_inputs,
-    _exits,
-    _format_option,
-    _Path,
-    _path_option,
-    _validated,
-    cli,
-)
+from ._app import COMMAND, EXIT_INVALID, EXIT_OK, PathType, cli, exits, format_option, path_option
+from ._inputs import ConfigInputs, config_inputs, validated
 
 _HELP = """Compare the contexts saved with CHECKPOINT with a config, or with another checkpoint.
 
@@ -37,14 +26,14 @@ VERL_ARGS are exactly what you would give `python -m verl.trainer.main_ppo` (Hyd
 --config-path/-cp, --config-name/-cn, --config-dir/-cd)."""
 
 
-@cli.command("diff", **_COMMAND, help=_HELP)
-@click.argument("checkpoint", type=_Path(file_okay=False))
-@_path_option(
+@cli.command("diff", **COMMAND, help=_HELP)
+@click.argument("checkpoint", type=PathType(file_okay=False))
+@path_option(
     "--against", "other", "CHECKPOINT", "Compare with this checkpoint's contexts instead of a config.", directory=True
 )
-@_config_inputs
-@_format_option
-@_exits
+@config_inputs
+@format_option
+@exits
 def diff(checkpoint: str, other: str | None, inputs: ConfigInputs, fmt: str) -> None:
     from ..integrations.verl._checkpoint import Snapshot, compare_snapshots, compare_with_launch, find_saved
 
@@ -56,7 +45,7 @@ def diff(checkpoint: str, other: str | None, inputs: ConfigInputs, fmt: str) -> 
         found = compare_snapshots(saved, newer, _schemas(inputs.modules))
         against = f"checkpoint {newer.where}"
     else:
-        found = compare_with_launch(saved, _validated(inputs).contexts)
+        found = compare_with_launch(saved, validated(inputs).contexts)
         against = "the config"
     if fmt == "json":
         render.emit_json(
@@ -88,8 +77,8 @@ def _schemas(modules: tuple[str, ...]) -> dict[str, Any]:
     """Today's schema of each role, when schema modules are named (to migrate both checkpoints to it)."""
     if not modules:
         return {}
-    from .._modules import import_modules
-    from .._registry import default_registry
+    from .._driver.modules import import_modules
+    from .._model.registry import default_registry
 
     import_modules(modules)
     return {role: default_registry[role] for role in default_registry.roles()}

@@ -9,7 +9,7 @@ import click
 from ..errors import ConfigError
 from . import _render as render
 from . import _scaffold
-from ._main import _exits, _Path, _write_text, cli
+from ._app import PathType, cli, exits, write_text
 
 _HELP = f"""Write a recipe skeleton NAME/ in the working directory (or --dir): a context per role, the worker
 classes that decode them, the reward function reading its context, a config section layered over verl's
@@ -24,10 +24,10 @@ Existing files are never overwritten unless --force is given."""
 @click.argument("name")
 @click.option("--roles", default=None, metavar="ROLE,...", help="The roles to write contexts for.")
 @click.option(
-    "--dir", "directory", type=_Path(file_okay=False), default=".", show_default=True, help="Where NAME/ is written."
+    "--dir", "directory", type=PathType(file_okay=False), default=".", show_default=True, help="Where NAME/ is written."
 )
 @click.option("--force", is_flag=True, help="Overwrite files that exist.")
-@_exits
+@exits
 def init(name: str, roles: str | None, directory: str, force: bool) -> None:
     name = _scaffold.check_name(name, directory)
     chosen = _scaffold.check_roles(roles)
@@ -36,7 +36,7 @@ def init(name: str, roles: str | None, directory: str, force: bool) -> None:
     if there and not force:
         raise ConfigError(f"{', '.join(there)} exist already; nothing was written (--force overwrites them)")
     for path, text in files.items():
-        _write_text(str(Path(directory) / path), text, option="--dir")
+        write_text(str(Path(directory) / path), text, option="--dir")
     click.echo(render.ok(f"wrote {name}/ for {', '.join(chosen)}: {', '.join(Path(p).name for p in files)}"))
     steps = _scaffold.commands(name, chosen)
     where = "" if directory == "." else f" (from {directory})"

@@ -10,11 +10,11 @@ from typing import Any
 
 import click
 
-from .._contextset import ContextSet, Provenance
-from .._evolution import RULES
-from .._export import CheckReport
-from .._fingerprint import schema_info
-from .._lint import RAY_WARN_BYTES
+from .._driver.contextset import ContextSet, Provenance
+from .._driver.lint import RAY_WARN_BYTES
+from .._files.evolution import RULES
+from .._files.export import CheckReport
+from .._model.fingerprint import schema_info
 from ..errors import ContextWarning, FieldError
 
 

@@ -83,7 +83,7 @@ def check_roles(text: str | None) -> tuple[str, ...]:
     given = [r.strip() for r in text.split(",") if r.strip()]
     unknown = [r for r in given if r not in ROLES]
     if unknown or not given:
-        from .._field_errors import suggest
+        from .._model.field_errors import suggest
 
         close = [f"'{suggest(r, ROLES)}' for '{r}'" for r in unknown if suggest(r, ROLES)]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""

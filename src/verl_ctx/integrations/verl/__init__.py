@@ -28,8 +28,8 @@ from ..._require import require
 
 require("verl", "ray", "omegaconf", "hydra", extra="verl")
 
-from ..._lint import lint_extra_context  # noqa: E402
-from ..._modules import import_modules  # noqa: E402
+from ..._driver.lint import lint_extra_context  # noqa: E402
+from ..._driver.modules import import_modules  # noqa: E402
 from ._bind_workers import bind_workers  # noqa: E402
 from ._binding import bind_role_worker_mapping, bind_worker_cls  # noqa: E402
 from ._compose import compose_config  # noqa: E402

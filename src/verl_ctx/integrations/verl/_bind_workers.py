@@ -25,8 +25,8 @@ import types
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from ..._envelope import RESERVED_KEY, from_text, to_text
-from ..._modules import import_modules
+from ..._driver.modules import import_modules
+from ..._wire.envelope import RESERVED_KEY, from_text, to_text
 from ...errors import LaunchError
 from ._binding import WORKER_CLASS_ROLES, actor_class, bind_role_worker_mapping, check_delivery, resolve_worker_classes
 

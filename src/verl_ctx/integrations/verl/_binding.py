@@ -19,8 +19,8 @@ import importlib
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from ..._envelope import attach
-from ..._sources import ENVELOPES_ATTR
+from ..._wire.envelope import attach
+from ..._wire.sources import ENVELOPES_ATTR
 from ...errors import ConfigError, LaunchError
 
 __all__ = [
@@ -203,7 +203,7 @@ def check_delivery(
     Every context of a role this run starts (verl's rules, ``inactive_roles``) must ride in a slot the runner
     registered, and every ``--worker`` slot must be one it registered (either hybrid slot serves a hybrid worker).
     """
-    from ..._roles import inactive_roles
+    from ..._driver.roles import inactive_roles
 
     registered = sorted({slot_name(r) for r in role_worker_mapping})
     inactive = inactive_roles(config, list(envelopes)) if config is not None else {}

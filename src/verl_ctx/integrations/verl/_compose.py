@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..._validate import SECTION
-from ..._withhold import check_overrides
+from ..._driver.validate import SECTION
+from ..._secrets.withhold import named, without_assigned_values
 from ...errors import ConfigError
 from ._entry import VERL_ENTRY, EntryPoint, entry_point
 
@@ -89,8 +89,6 @@ def parse_verl_args(args: Sequence[str]) -> VerlArgs:
     try:
         ns = _hydra_parser().parse_args(list(args))
     except ConfigError as e:  # argparse echoes what it could not place, overrides with their values included
-        from ..._field_errors import without_assigned_values
-
         raise ConfigError(without_assigned_values(str(e), args)) from None
     for flag in ("help", "hydra_help", "version", "multirun", "shell_completion"):
         if getattr(ns, flag):
@@ -307,8 +305,6 @@ def _hydra_call(step: Any, what: str, overrides: Sequence[str] = ()) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from ..._field_errors import without_assigned_values
-
     try:
         return step()
     except ConfigError:
@@ -342,7 +338,7 @@ def _hydra_message(e: BaseException) -> str:
 
 
 def _key_hint(text: str) -> str | None:
-    from ..._field_errors import suggest
+    from ..._model.field_errors import suggest
 
     found = re.search(r"Key '([^']+)' is not in struct\s+full_key: (\S+)", text)
     if not found:
@@ -462,3 +458,27 @@ def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
                     break
     sizes[id(node)] = size
     return size
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """``ConfigError`` naming the first override Hydra's grammar cannot read, by position and key only."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for position, override in enumerate(overrides, 1):
+        if "=" not in override and not override.startswith("~"):
+            # A dotted key is shown; a bare word is not (a secret pasted as an argument of its own looks like one).
+            key = override.lstrip("+")
+            shown = key if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", key) else None
+            raise ConfigError(
+                f"override #{position} ({shown or 'not shown: it may be a secret'}) has no '=': give it as "
+                f"{shown or 'KEY'}=VALUE (or ~KEY to delete a key)"
+            )
+        try:
+            parser.parse_override(override)
+        except Exception:  # noqa: BLE001 - Hydra's parse errors quote the input; none of them is shown
+            raise ConfigError(
+                f"{named(position, override)}: Hydra's override grammar cannot read its value (not shown: it may "
+                "be a secret). Quote a value holding spaces or any of / ( ) [ ] { } $ ' \" = + , : as key='value' "
+                "(a ' inside it as \\'); a secret comes from the environment, key='${oc.env:NAME}', never as a literal"
+            ) from None

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..._envelope import RESERVED_KEY, to_text
-from ..._validate import SECTION
+from ..._driver.validate import SECTION
+from ..._wire.envelope import RESERVED_KEY, to_text
 from ._binding import WORKER_CLASS_ROLES
 
 __all__ = ["bind_config"]

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._modules import from_working_directory
+from ..._driver.modules import from_working_directory
 from ...errors import ConfigError
 
 __all__ = ["VERL_ENTRY", "EntryPoint", "entry_point"]

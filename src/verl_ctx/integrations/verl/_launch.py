@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..._contextset import ContextSet
+from ..._driver.contextset import ContextSet
 from ...errors import ContextError, ContextValidationError, LaunchError
 from ._bind_workers import plan_in_config
 from ._binding import WORKER_CLASS_ROLES
@@ -389,7 +389,7 @@ def check_decoded(records: Sequence[Mapping[str, Any]], contexts: ContextSet, co
     code decoded (stored on ``self``) would be silently unused on GPUs. Rollout and reward contexts are read by
     the recipe's agent loop and reward code, which a rehearsal does not run: it decodes them on their behalf.
     """
-    from ..._roles import inactive_roles
+    from ..._driver.roles import inactive_roles
 
     wanted = [r for r in contexts if r in WORKER_CLASS_ROLES]
     inactive = inactive_roles(config, wanted)

@@ -22,7 +22,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..._modules import import_modules
+from ..._driver.modules import import_modules
 from ...errors import ConfigError
 from ._bind_workers import BIND_LINE, calls_bind_workers, code_names
 from ._binding import actor_class

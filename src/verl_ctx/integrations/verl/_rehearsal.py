@@ -35,9 +35,9 @@ from verl.single_controller.ray import RayResourcePool
 from verl.trainer.ppo.ray_trainer import ResourcePoolManager
 from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
-from ..._registry import default_registry
-from ..._schema import RoleContext
-from ..._sources import ENVELOPES_ATTR
+from ..._model.registry import default_registry
+from ..._model.role_context import RoleContext
+from ..._wire.sources import ENVELOPES_ATTR
 
 __all__ = [
     "CpuResourcePoolManager",
@@ -167,7 +167,7 @@ def _outer_built(worker: Any, verl_role: str, directory: str, *, ends: bool) -> 
     decoded = _held_contexts(worker)
     rollout = default_registry.get("rollout")
     if "rollout" in worker.role and rollout is not None and not decoded:
-        from ..._decode import decode
+        from ..._worker.decode import decode
 
         decoded["read by verl-ctx from the rollout config"] = repr(decode(worker.config, rollout))
     _write(
@@ -244,7 +244,7 @@ def cpu_pools(manager: Any) -> None:
 def record_config_roles(config: Any, directory: str, where: str) -> None:
     """Record the config-channel roles (reward, custom): the reward context as the recipe's reward function decodes
     it when it is handed one (``_rehearse_reward``), else decoded on behalf of a reward manager, from the config."""
-    from ..._decode import decode
+    from ..._worker.decode import decode
     from ._binding import WORKER_CLASS_ROLES
     from ._rehearse_reward import call_reward_function
 

@@ -19,8 +19,8 @@ import threading
 import traceback
 from typing import Any
 
-from ..._envelope import RESERVED_KEY
-from ..._schema import RoleContext
+from ..._model.role_context import RoleContext
+from ..._wire.envelope import RESERVED_KEY
 
 __all__ = ["CALL_SECONDS", "call_reward_function"]
 
@@ -39,7 +39,7 @@ def call_reward_function(config: Any, role: str) -> dict[str, Any] | None:
     from omegaconf import OmegaConf
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    from ..._decode import watching_decodes
+    from ..._worker.decode import watching_decodes
 
     function = OmegaConf.select(config, _REWARD_FUNCTION, default=None)
     if not function or role not in ((function.get("reward_kwargs") or {}).get(RESERVED_KEY) or {}):

@@ -30,8 +30,8 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..._envelope import attach
-from ..._lint import lint_extra_context
+from ..._driver.lint import lint_extra_context
+from ..._wire.envelope import attach
 from ...errors import ConfigError, LaunchError
 from ._binding import (
     actor_class,
@@ -60,8 +60,6 @@ IMPORTS_ATTR = "__verl_ctx_imports__"
 _CONFIG_ATTR = "_verl_ctx_config"
 #: ``{"dir": ...}`` on a TaskRunner or trainer that rehearses (``_rehearsal``), else absent.
 REHEARSAL_ATTR = "__verl_ctx_rehearsal__"
-#: The name ``main_ppo_v0.TaskRunner.run`` builds its trainer by (verl 0.9.1, main_ppo_v0.py:218).
-LEGACY_TRAINER = "RayPPOTrainer"
 
 
 class ContextTrainerMixin:

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from ..._envelope import DEFAULT_MAX_BYTES, REF_KEY, check_envelope, check_ref
+from ..._wire.envelope import DEFAULT_MAX_BYTES, REF_KEY, check_envelope, check_ref
 from ...errors import EnvelopeError, MissingContextError
 
 __all__ = ["DEFAULT_OFFLOAD_BYTES", "FETCH_TIMEOUT_S", "fetch_envelope", "offload"]

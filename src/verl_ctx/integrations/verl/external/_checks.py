@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...._decode import decode
-from ...._registry import ContextRegistry, default_registry
-from ...._schema import RoleContext
+from ...._model.registry import ContextRegistry, default_registry
+from ...._model.role_context import RoleContext
+from ...._worker.decode import decode
 from ....errors import ConfigError, FieldError, MissingContextError
 from ._routing import ExternalRouting
 

@@ -24,8 +24,8 @@ from typing import Any
 import ray
 from verl.workers.rollout.llm_server import LLMServerClient
 
-from ...._redact import logger as redacted_logger
-from ...._schema import RoleContext
+from ...._model.role_context import RoleContext
+from ...._secrets.redact import logger as redacted_logger
 from ....errors import MissingContextError, ServerUnavailableError, StaleOutputError
 from ._checks import routing_from
 from ._router import Attempt, Router

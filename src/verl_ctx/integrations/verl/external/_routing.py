@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from ...._schema import RoleContext
+from ...._model.role_context import RoleContext
 
 __all__ = ["ExternalRolloutContext", "ExternalRouting", "ServerRef", "WeightSync"]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...._redact import logger as redacted_logger
+from ...._secrets.redact import logger as redacted_logger
 from ....errors import ServerUnavailableError
 from ._router import Router
 from ._routing import ExternalRouting

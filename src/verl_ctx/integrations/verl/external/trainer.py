@@ -35,8 +35,8 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
 from verl.utils.debug import marked_timer
 
-from ...._redact import logger as redacted_logger
-from ...._schema import RoleContext
+from ...._model.role_context import RoleContext
+from ...._secrets.redact import logger as redacted_logger
 from ....errors import ConfigError, MissingContextError
 from ._checks import DISK_BACKEND, DISK_ENGINE_MODULE, TRAINER_MODE, check_external_pool, routing_from
 from ._llm_client import ExternalLLMServerClient
