@@ -131,12 +131,7 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
     if role is None and cls in _templates:  # the hot path
         template, payload_of = _templates[cls]
         env: dict[str, Any] = template.copy()
-        try:
-            env["payload"] = payload_of(ctx)
-        except UnencodableError as e:
-            raise EnvelopeError(f"[{env['role']}] cannot encode {env['schema_id']}: {e}") from None
-        except RecursionError:
-            raise EnvelopeError(f"[{env['role']}] cannot encode {env['schema_id']}: {_TOO_DEEP}") from None
+        env["payload"] = _payload(payload_of, ctx, env)
         return env
     info = cached_info(cls)  # a dict hit first: pydantic's metaclass makes isinstance() slow
     if info is None:
@@ -163,13 +158,18 @@ def encode(ctx: RoleContext, *, role: str | None = None) -> dict[str, Any]:
     }
     if reusable:
         _templates[cls] = (env.copy(), encoder_for(cls) or encode_payload)
-    try:
-        env["payload"] = encode_payload(ctx)
-    except UnencodableError as e:
-        raise EnvelopeError(f"[{role}] cannot encode {info.schema_id}: {e}") from None
-    except RecursionError:
-        raise EnvelopeError(f"[{role}] cannot encode {info.schema_id}: {_TOO_DEEP}") from None
+    env["payload"] = _payload(encode_payload, ctx, env)
     return env
+
+
+def _payload(payload_of: Callable[[Any], bytes], ctx: RoleContext, env: Mapping[str, Any]) -> bytes:
+    """``payload_of(ctx)``, or the ``EnvelopeError`` naming the envelope's role and schema and why it failed."""
+    try:
+        return payload_of(ctx)
+    except UnencodableError as e:
+        raise EnvelopeError(f"[{env['role']}] cannot encode {env['schema_id']}: {e}") from None
+    except RecursionError:
+        raise EnvelopeError(f"[{env['role']}] cannot encode {env['schema_id']}: {_TOO_DEEP}") from None
 
 
 def attach(
