@@ -152,7 +152,8 @@ def _hot_payload(source: dict[Any, Any], info: SchemaInfo, roles: tuple[str, ...
         and env["schema_version"] == info.version
         and type(env.get("fields")) is dict
         and type(payload := env.get("payload")) is bytes
-        and len(payload) <= min(GC_PAUSE_BYTES, max_bytes)
+        and len(payload) <= GC_PAUSE_BYTES
+        and len(payload) <= max_bytes
     ):
         return payload
     return None

@@ -123,7 +123,7 @@ class Invalid(ContextValidationError):
 
     def roles_answer(self) -> dict[str, Any]:
         """Every registered role in the JSON answer's shape (``exits`` shows it with the errors)."""
-        return roles_answer(self.config, None, self.roles_unknown)
+        return roles_answer(self.config, None, self.roles_unknown) if self.config is not None else {}
 
 
 def valid_or_exit(inputs: ConfigInputs, fmt: str, *, then: str | None = None) -> Checked:
