@@ -134,7 +134,7 @@ def render() -> str:
             lines.append(f"| {name} | {shown} | {docstring_summary(u)} | {mods} |")
     lines += [
         "",
-        "<!-- doc-test: run-by tests/core/test_architecture.py (the picture is generated from the code and compared) -->",
+        "<!-- doc-test: run-by tests/core/test_architecture.py (the picture is generated from the code, compared) -->",
         "```mermaid",
         "flowchart TD",
     ]
