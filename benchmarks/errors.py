@@ -171,7 +171,7 @@ def _scalar_floods(size: int) -> dict[str, tuple[Callable[[], bytes], str]]:
     the budget's bound (README: "Beyond that, each value costs what Python builds for it")."""
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     size -= 1024  # room for the map, the field names and the array headers: every payload stays under the limit
-    times = size // 10  # a datetime is a 10-byte timestamp extension
+    times = size // 6  # a datetime of whole seconds is a 6-byte timestamp (fixext 4)
     return {
         "2-character strings in a list[str]": (lambda: _valid(Scalars, words=["ab"] * (size // 3)), "Scalars"),
         "datetimes in a list[datetime]": (
