@@ -12,6 +12,7 @@ import pytest
 from pydantic import Field
 
 from verl_ctx import ContextRegistry, RoleContext
+from verl_ctx._worker.decode import FAIL_FAST_BYTES
 from verl_ctx.schema import SchemaInfo, schema_info
 
 HEADER = """
@@ -298,6 +299,7 @@ _SCHEMA_SHAPED: list[dict[str, Any]] = [
     {"type": "typed-dict", "fields": 3},
     {"type": "dataclass-args", "fields": [1]},
     {"type": "model", "cls": "C", "schema": {"type": "model-fields", "fields": {"a": 1}}},
+    {"type": ["list"], "items_schema": {"type": "list"}},
 ]
 
 
@@ -306,18 +308,23 @@ def test_a_default_shaped_like_a_schema_node_is_data(default: dict[str, Any]) ->
     """A dict default is the user's data: one with a "config", "fields" or "type" key was walked as a pydantic-core
     schema node by the fingerprint, the kinds, the secret plan or the class-code walk, so encode raised a bare
     AttributeError or KeyError (``{"config": 0}``, found by test_compiled's generated models). Each is carried and
-    fingerprinted as its value: another value, another fingerprint."""
+    fingerprinted as its value: another value, another fingerprint. A payload large enough for the fail-fast validator
+    is decoded too: its schema copy rewrote defaults as nodes (``{"type": [...]}`` raised a bare TypeError, and a
+    default ``{"type": "list"}`` came back with a ``fail_fast`` key)."""
     from verl_ctx import decode, encode
 
     def model(value: dict[str, Any]) -> type[RoleContext]:
         class Ctx(RoleContext, role="critic", registry=ContextRegistry()):
             table: dict[str, Any] = Field(default=value)
+            pad: str = ""
 
         return Ctx
 
     changed = {key: [value] for key, value in default.items()}
     cls = model(default)
-    assert decode(encode(cls()), cls).model_dump() == {"table": default}
+    assert decode(encode(cls()), cls).model_dump() == {"table": default, "pad": ""}
+    large = "x" * (FAIL_FAST_BYTES + 1)
+    assert decode(encode(cls(pad=large)), cls).model_dump() == {"table": default, "pad": large}
     assert schema_info(cls).fingerprint != schema_info(model(changed)).fingerprint
 
 

@@ -2,7 +2,7 @@
 
 Every reader of a core schema (the secret plan, field kinds, declared validators, the fingerprint, the compiled
 codec, the editor schema) goes through it, so its rules are tested here once: a default is data, definitions are
-followed once per path, steps read as paths do.
+followed once per path (folded once per schema), steps read as paths do.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pydantic import BaseModel, SecretStr, field_validator
 
 from verl_ctx._analysis import walk as schema_walk
 from verl_ctx._analysis.trusted import _strip, declared_validators
+from verl_ctx._worker.limits import with_fail_fast
 
 # A default shaped like a core schema: a model node with a reference, a post-init hook and a secret's serializer.
 SCHEMA_SHAPED = {
@@ -68,6 +69,55 @@ def test_a_default_shaped_like_schema_is_data_for_every_reader() -> None:
     stripped = _strip(core, declared_validators(core), set())
     fields = schema_walk.resolve(stripped, schema_walk.definitions(stripped))["schema"]["fields"]
     assert fields["options"]["schema"]["default"] == SCHEMA_SHAPED
+    # So does the fail-fast validator's copy (it marked a default shaped like a container node as one).
+    shaped_list = {"type": "list", "items_schema": {"type": "int"}}
+
+    class Listy(BaseModel):
+        table: dict[str, Any] = shaped_list
+        rows: list[int] = []
+
+    fast = with_fail_fast(Listy.__pydantic_core_schema__)
+    fields = schema_walk.resolve(fast, schema_walk.definitions(fast))["schema"]["fields"]
+    assert fields["table"]["schema"]["default"] == shaped_list
+    assert fields["rows"]["schema"]["schema"]["fail_fast"] is True
+
+
+class _Sizes(schema_walk.Fold[int]):
+    """How many nodes each definition holds below it, each definition counted once and then by reference."""
+
+    def __init__(self, root: Any) -> None:
+        super().__init__(root)
+        self.visits: list[str] = []
+        self.recursions: list[tuple[str, int]] = []
+
+    def visit(self, node: Any, *context: Any) -> int:
+        self.visits.append(str(node.get("type")))
+        return 1 + sum(self.fold(child) for _, child in schema_walk.children(node))
+
+    def reference(self, ref: str, folded: int) -> int:
+        return 1  # a definition stands in once folded
+
+    def recursion(self, ref: str, depth: int) -> int:
+        self.recursions.append((ref.split(":")[0].rsplit(".", 1)[-1], depth))
+        return 0
+
+
+def test_a_fold_folds_each_definition_once_and_is_told_a_recursion() -> None:
+    core = Tree.__pydantic_core_schema__
+    sizes = _Sizes(core)
+    assert sizes.fold(core) == 1
+    assert sizes.visits.count("model") == 2  # Tree and Inner, each once, however often referenced
+    assert [name for name, _ in sizes.recursions] == ["Tree"]  # kids: list[Tree], told once, not folded again
+    assert sizes.recursions[0][1] == 0  # Tree was the first definition open
+
+
+def test_a_rewrite_copies_schema_nodes_and_keeps_what_is_no_schema() -> None:
+    marked = schema_walk.rewrite(Tree.__pydantic_core_schema__, lambda original, copy: {**copy, "seen": True})
+    fields = schema_walk.resolve(marked, schema_walk.definitions(marked))["schema"]["fields"]
+    assert fields["inner"]["seen"]
+    assert fields["inner"]["schema"]["seen"]
+    assert fields["options"]["schema"]["default"] == SCHEMA_SHAPED  # no "seen" inside the user's value
+    assert "seen" not in (fields["inner"]["schema"].get("metadata") or {})
 
 
 def test_the_walk_names_each_step_as_paths_read_and_follows_a_recursion_once() -> None:

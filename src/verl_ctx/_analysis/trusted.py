@@ -132,28 +132,21 @@ def function_of(fn: Any) -> Any:
 
 
 def _strip(node: Any, declared: set[int], post_init: set[type] | None) -> Any:
-    if isinstance(node, list):
-        return [_strip(v, declared, post_init) for v in node]
-    if not isinstance(node, dict):
-        return node
-    kind = node.get("type")
-    # A serializer's schema is not validation (and its own function nodes are the serializer's); a default is the
-    # user's value, kept as it is.
-    out = {
-        k: v if k in schema_walk.DATA_KEYS else _strip(v, declared, post_init)
-        for k, v in node.items()
-        if k != "serialization"
-    }
-    if kind in _FUNCTION_KINDS:
-        if runs_declared(node, declared):
-            out["function"] = _IDENTITY_WRAP if kind == "function-wrap" else _IDENTITY
-    elif kind == "model" and post_init is not None:
-        if out.pop("post_init", None) and isinstance(node.get("cls"), type):
-            post_init.add(node["cls"])
-        out["custom_init"] = False
-    elif kind == "dataclass" and post_init is not None:
-        out["post_init"] = False
-    return out
+    # A serializer's schema is not validation (and its own function nodes are the serializer's): left out.
+    def change(original: Any, out: dict[str, Any]) -> dict[str, Any]:
+        kind = original.get("type")
+        if kind in _FUNCTION_KINDS:
+            if runs_declared(original, declared):
+                out["function"] = _IDENTITY_WRAP if kind == "function-wrap" else _IDENTITY
+        elif kind == "model" and post_init is not None:
+            if out.pop("post_init", None) and isinstance(original.get("cls"), type):
+                post_init.add(original["cls"])
+            out["custom_init"] = False
+        elif kind == "dataclass" and post_init is not None:
+            out["post_init"] = False
+        return out
+
+    return schema_walk.rewrite(node, change, drop=frozenset({"serialization"}))
 
 
 def replay_post_init(value: Any, classes: frozenset[type]) -> None:

@@ -7,9 +7,14 @@ walk of its own:
 * ``_secrets.plan``: where a value can hold a secret (a ``Visitor`` of ``walk``);
 * ``kinds``: each field's wire kind (``classes``, ``resolve``, ``choices``);
 * ``trusted``: which validators the user declared (``classes``);
-* ``_model.fingerprint``: the canonical form, each function as a digest (``definitions``, ``DATA_KEYS``);
-* ``_wire.compiler``: the msgspec mirror and generated builders (``definitions``, ``resolve``);
-* ``_files.export``: which exported field holds a secret (through ``_secrets.plan.field_holds_secret``).
+* ``_model.fingerprint``: the canonical form, each function as a digest (a ``Fold``);
+* ``_wire.compiler``: the msgspec mirror and generated builders (a ``Fold``);
+* ``_files.export``: which exported field holds a secret (through ``_secrets.plan.field_holds_secret``);
+* ``trusted`` and ``_worker.limits``: a validator's schema with declared validators or containers changed (``rewrite``).
+
+Three ways through the tree, for three jobs: ``walk`` visits (a finder: where is a secret?), ``Fold`` folds bottom-up
+(a translation: each node to a canonical form, to a msgspec type), ``rewrite`` copies with nodes changed (a schema for
+another validator). Each use says what it does at a node; how the tree is traversed is written here only.
 
 The tree's rules, each written once here:
 
@@ -27,12 +32,13 @@ Only pydantic-core's public schema shapes (``pydantic_core.core_schema``) are re
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = [
     "DATA_KEYS",
     "FUNCTIONS",
+    "Fold",
     "NOT_SCHEMA",
     "Visitor",
     "choices",
@@ -41,6 +47,7 @@ __all__ = [
     "definitions",
     "join",
     "resolve",
+    "rewrite",
     "walk",
 ]
 
@@ -183,6 +190,90 @@ def walk(
     else:
         for step, child in children(node):
             walk(child, visitor, defs, join(path, step), above, refs)
+
+
+T = TypeVar("T")
+
+
+class Fold(Generic[T]):
+    """A schema folded bottom-up into a ``T`` by a subclass's ``visit``; how definitions are reached is kept here.
+
+    ``fold(node, *context)`` passes ``definitions`` wrappers through, folds each definition once (a ``definition-ref``,
+    or a node carrying a ``ref`` that ``shared`` says stands for its definition) and gives every later reference what
+    ``reference`` made of it; a definition met again while it is being folded (a recursive model) goes to
+    ``recursion``. Anything that is no schema node (a list of choices, a plain value) goes to ``leaf``. ``visit`` folds
+    one node and calls ``fold`` for what it reads below it: which keys are schema, and what each means, is the use's.
+    """
+
+    def __init__(self, root: Any) -> None:
+        self.defs = definitions(root)
+        self._folded: dict[str, T] = {}
+        self._open: dict[str, int] = {}  # definitions being folded -> how many were open before each
+
+    def fold(self, node: Any, *context: Any) -> T:
+        if not isinstance(node, Mapping):
+            return self.leaf(node, *context)
+        kind = node.get("type")
+        if kind == "definitions":
+            return self.fold(node.get("schema"), *context)
+        ref = node.get("schema_ref") if kind == "definition-ref" else node.get("ref")
+        if isinstance(ref, str) and ref in self.defs and (kind == "definition-ref" or self.shared(*context)):
+            return self._definition(ref, context)
+        return self.visit(node, *context)
+
+    def _definition(self, ref: str, context: tuple[Any, ...]) -> T:
+        if ref in self._folded:
+            return self._folded[ref]
+        if ref in self._open:
+            return self.recursion(ref, self._open[ref])
+        self._open[ref] = len(self._open)
+        try:
+            done = self.reference(ref, self.visit(self.defs[ref], *self.inside(*context)))
+        finally:
+            del self._open[ref]
+        self._folded[ref] = done
+        return done
+
+    def visit(self, node: Node, *context: Any) -> T:
+        """One schema node, folded."""
+        raise NotImplementedError
+
+    def leaf(self, value: Any, *context: Any) -> T:
+        """What is no schema node: a list, a plain value."""
+        raise NotImplementedError
+
+    def shared(self, *context: Any) -> bool:
+        """Whether a node carrying its own ``ref`` is folded as that definition (once) here, not in place."""
+        return True
+
+    def inside(self, *context: Any) -> tuple[Any, ...]:
+        """The context a definition is folded in, given the context of its first reference."""
+        return context
+
+    def reference(self, ref: str, folded: T) -> T:
+        """What stands for a definition wherever it is referenced, given its fold."""
+        return folded
+
+    def recursion(self, ref: str, depth: int) -> T:
+        """What stands for a definition referenced inside itself (``depth``: how many were open around it)."""
+        raise NotImplementedError
+
+
+def rewrite(
+    node: Any, change: Callable[[Node, dict[str, Any]], dict[str, Any]], drop: frozenset[str] = frozenset()
+) -> Any:
+    """A copy of a schema with every node passed through ``change(original, copy)`` (inner nodes first).
+
+    The keys in ``drop`` are left out of every node (and nothing below them is read); what is no schema (``NOT_SCHEMA``:
+    a default is the user's value, a ``{"type": [...]}`` in it or in ``json_schema_extra``'s metadata no node) is kept
+    as it is, and so are callables and classes: shared, not copied.
+    """
+    if isinstance(node, list):
+        return [rewrite(v, change, drop) for v in node]
+    if not isinstance(node, dict):
+        return node
+    copy = {k: v if k in NOT_SCHEMA else rewrite(v, change, drop) for k, v in node.items() if k not in drop}
+    return change(node, copy)
 
 
 def classes(root: Any, defs: Mapping[str, Node] | None = None) -> Iterator[tuple[type, dict[str, Any]]]:

@@ -217,18 +217,19 @@ _FUNCTION_KINDS = {
 }
 
 
-class _CoreCanon:
+class _CoreCanon(schema_walk.Fold[Any]):
     """One schema's core schema as JSON-native data, with each function as a digest of its code.
 
-    Definitions are canonicalised once each and then stand in by digest, so a model used in many places
-    costs one walk. Validators, serializers and config are also collected as named entries.
+    A fold of the one schema walk (``_analysis.walk.Fold``), in the context ``(where, root)``: ``where`` names the
+    model or field for the entries, ``root`` is true down the root model's own path (its class is ``<root>``, its
+    config compared with the baseline, its fields kept for the per-field digests), where nodes are folded in place.
+    Definitions are canonicalised once each and then stand in by digest, so a model used in many places costs one
+    fold. Validators, serializers and config are also collected as named entries.
     """
 
     def __init__(self, schema: type[BaseModel]) -> None:
+        super().__init__(schema.__pydantic_core_schema__)
         self.schema = schema
-        self.defs = schema_walk.definitions(schema.__pydantic_core_schema__)
-        self.def_digests: dict[str, str] = {}
-        self.in_progress: dict[str, str] = {}  # ref -> placeholder while a recursive definition is walked
         self.entries: dict[str, str] = {}
         self.settings: dict[str, dict[str, Any]] = {}  # where -> the SETTINGS the types there set
         self.quiet = 0  # inside a branch only strict mode or JSON input takes: its settings are pydantic's
@@ -238,7 +239,7 @@ class _CoreCanon:
         self.base_config = _plain_config(RoleContext.__pydantic_core_schema__.get("config") or {})
 
     def root(self) -> Any:
-        out = self.walk(self.schema.__pydantic_core_schema__, self.schema.__qualname__, root=True)
+        out = self.fold(self.schema.__pydantic_core_schema__, self.schema.__qualname__, True)
         import json  # here: `import verl_ctx` loads nothing a pydantic model does not
 
         self.entries[SETTINGS_RECORDED] = "1"
@@ -246,37 +247,29 @@ class _CoreCanon:
             self.entries[f"{SETTING_KEY}{where}"] = json.dumps(settings, sort_keys=True)
         return out
 
-    def walk(self, node: Any, where: str, root: bool = False) -> Any:
-        if isinstance(node, dict):
-            kind = node.get("type")
-            if kind == "definitions":
-                return self.walk(node["schema"], where, root)
-            if kind == "definition-ref":
-                return self.ref(node["schema_ref"], where)
-            if isinstance(node.get("ref"), str) and not root and node["ref"] in self.defs:
-                return self.ref(node["ref"], where)
-            return self.node(node, where, root)
-        if isinstance(node, list):
-            return [self.walk(v, where) for v in node]
-        return plain(node)
+    # -- how the fold reaches definitions and plain values
 
-    def ref(self, ref: str, where: str) -> Any:
-        done = self.def_digests.get(ref)
-        if done is not None:
-            return {"def": done}
-        if ref in self.in_progress:
-            return {"recursive": self.in_progress[ref]}
-        target = self.defs[ref]
-        cls = target.get("cls")
-        self.in_progress[ref] = cls.__qualname__ if isinstance(cls, type) else f"#{len(self.in_progress)}"
-        try:
-            digest = json_digest(self.node(target, where, root=False))
-        finally:
-            del self.in_progress[ref]
-        self.def_digests[ref] = digest
-        return {"def": digest}
+    def leaf(self, value: Any, where: str, root: bool = False) -> Any:
+        if isinstance(value, list):
+            return [self.fold(v, where) for v in value]
+        return plain(value)
 
-    def node(self, node: Mapping[str, Any], where: str, root: bool) -> Any:
+    def shared(self, where: str, root: bool = False) -> bool:
+        return not root
+
+    def inside(self, where: str, root: bool = False) -> tuple[Any, ...]:
+        return (where, False)
+
+    def reference(self, ref: str, folded: Any) -> Any:
+        return {"def": json_digest(folded)}
+
+    def recursion(self, ref: str, depth: int) -> Any:
+        cls = self.defs[ref].get("cls")
+        return {"recursive": cls.__qualname__ if isinstance(cls, type) else f"#{depth}"}
+
+    # -- one node
+
+    def visit(self, node: Mapping[str, Any], where: str, root: bool = False) -> Any:
         kind = node.get("type")
         kind = kind if isinstance(kind, str) else None  # a default value's dict may hold any "type" key
         cls = node.get("cls")
@@ -307,7 +300,7 @@ class _CoreCanon:
             elif key == "config":
                 out[key] = self.config(value, where, root)
             elif key == "fields" and isinstance(value, dict):
-                out[key] = {name: self.walk(field, f"{where}.{name}") for name, field in value.items()}
+                out[key] = {name: self.fold(field, f"{where}.{name}") for name, field in value.items()}
                 if root and kind == "model-fields":
                     self.fields = out[key]
             elif key == "function" and isinstance(value, dict):
@@ -324,19 +317,19 @@ class _CoreCanon:
             elif key == "computed_fields" and isinstance(value, list):
                 out[key] = [self.computed(field, node) for field in value]
             elif key in ("choices", "items_schema") and isinstance(value, list):
-                out[key] = [self.walk(v, where) for v in value]
+                out[key] = [self.fold(v, where) for v in value]
             elif key == "choices" and isinstance(value, dict):  # tagged union: tag -> schema
-                out[key] = {str(tag): self.walk(v, f"{where}[{tag}]") for tag, v in value.items()}
+                out[key] = {str(tag): self.fold(v, f"{where}[{tag}]") for tag, v in value.items()}
             elif key == "schema" and root and kind in ("definitions", "model", *_FUNCTION_KINDS):
-                out[key] = self.walk(value, where, root=True)  # down to the root model's own fields
+                out[key] = self.fold(value, where, True)  # down to the root model's own fields
             elif (kind, key) in (("lax-or-strict", "strict_schema"), ("json-or-python", "json_schema")):
                 self.quiet += 1
                 try:
-                    out[key] = self.walk(value, where)
+                    out[key] = self.fold(value, where)
                 finally:
                     self.quiet -= 1
             else:
-                out[key] = self.walk(value, _step(where, key))
+                out[key] = self.fold(value, _step(where, key))
         return out
 
     def config(self, config: Mapping[str, Any], where: str, root: bool) -> Any:
@@ -356,7 +349,7 @@ class _CoreCanon:
             if key == "function":
                 out[key] = self.code(value, kind, where)
             else:
-                out[key] = self.walk(value, where)
+                out[key] = self.fold(value, where)
         return out
 
     def computed(self, field: Mapping[str, Any], model: Mapping[str, Any]) -> Any:
@@ -364,7 +357,7 @@ class _CoreCanon:
         name = field.get("property_name", "")
         prop = getattr(owner, name, None) if isinstance(owner, type) else None
         fget = getattr(prop, "fget", None) if prop is not None else None
-        out = {k: self.walk(v, name) for k, v in field.items() if k not in _CORE_SKIPPED}
+        out = {k: self.fold(v, name) for k, v in field.items() if k not in _CORE_SKIPPED}
         out["function"] = self.code(fget, "computed-field", f"{getattr(owner, '__qualname__', '')}.{name}")
         return out
 

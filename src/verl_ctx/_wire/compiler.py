@@ -9,8 +9,8 @@ import enum
 import math
 import typing
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 from pydantic import BaseModel, ValidationError
@@ -123,6 +123,7 @@ class _Model:
         self.mirror: Any = None  # a Struct: one instance's value
         self.fields: list[tuple[str, Any]] = []  # (name, mirror type) in field order
         self.rows: tuple[Any, str] | None = None  # (mirror of one row in a list, its bulk builder's name)
+        self.prepares: dict[str, str] = {}  # field -> the function preparing its value for the encoder, if any
 
     @property
     def bulk(self) -> bool:
@@ -130,13 +131,30 @@ class _Model:
         return all(step is None or step[0] == "dt" for step in self.steps.values())
 
 
-class Compiler:
+class _Part(NamedTuple):
+    """One node compiled: its msgspec mirror type, what its value needs after msgspec, and the name of the function
+    preparing its value for the encoder (for a node that can hold models)."""
+
+    mirror: Any
+    step: Step = None
+    prepare: str | None = None
+
+
+class Compiler(schema_walk.Fold[_Part]):
+    """One model class compiled: a fold of the one schema walk (``_analysis.walk.Fold``) from each node to its mirror
+    type and what its value needs after msgspec (``Step``), in the context ``(config, where)``: the model config its
+    leaves validate under, and the place named when a part is not on the closed list."""
+
     def __init__(self, root: type[BaseModel]) -> None:
+        try:
+            schema = root.__pydantic_core_schema__
+        except Exception as e:  # noqa: BLE001 - a model pydantic has not finished building
+            raise NotCompiled(f"pydantic has no core schema for it yet ({type(e).__name__})") from None
+        super().__init__(schema)
         self.root = root
-        self.defs: Mapping[str, Any] = {}
-        self.declared: set[int] = set()
-        self.models: dict[str, _Model] = {}  # by the model node's core-schema ref
-        self.active: set[str] = set()
+        self.schema = schema
+        self.declared = declared_validators(schema)
+        self.models: dict[str, _Model] = {}  # by the name of its builder
         self.enums: list[type[enum.Enum]] = []
         self.lines: list[str] = []
         self.count = 0
@@ -151,14 +169,12 @@ class Compiler:
         return key
 
     def compile(self) -> tuple[Decoder, Encoder]:
-        try:
-            schema = self.root.__pydantic_core_schema__
-        except Exception as e:  # noqa: BLE001 - a model pydantic has not finished building
-            raise NotCompiled(f"pydantic has no core schema for it yet ({type(e).__name__})") from None
-        self.defs = schema_walk.definitions(schema)
-        self.declared = declared_validators(schema)
-        top = self.model(schema)
-        if top.cls is not self.root:
+        found = self.resolve(self.schema)
+        if found.get("type") != "model":
+            raise NotCompiled(f"a custom core schema ({found.get('type')})")
+        step = self.fold(self.schema, None, self.root.__qualname__).step
+        top = self.models[step[1]] if step is not None else None
+        if top is None or top.cls is not self.root:
             raise NotCompiled("its core schema is not its own model schema")
         had = [("__msgspec_cache__" in vars(e)) for e in self.enums]
         try:
@@ -213,17 +229,17 @@ class Compiler:
                 return found
             node = found["schema"]
 
+    # -- how the fold reaches definitions
+
+    def recursion(self, ref: str, depth: int) -> _Part:
+        raise NotCompiled("a recursive model")
+
+    def leaf(self, value: Any, config: Any, where: str) -> _Part:
+        raise NotCompiled(f"{where} has a schema that is not a node ({type(value).__name__})")
+
     # -- models
 
     def model(self, node: Any) -> _Model:
-        node = self.resolve(node)
-        if node.get("type") != "model":
-            raise NotCompiled(f"a custom core schema ({node.get('type')})")
-        key = node.get("ref") or f"id:{id(node)}"
-        if key in self.models:
-            return self.models[key]
-        if key in self.active:
-            raise NotCompiled("a recursive model")
         cls = node["cls"]
         where = getattr(cls, "__qualname__", repr(cls))
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
@@ -250,19 +266,18 @@ class Compiler:
             raise NotCompiled(f"{where} keeps extra fields (extra={extra!r})")
         model = _Model(self.count + 1, cls)
         self.count += 1
-        self.active.add(key)
         mirrors = model.fields
-        try:
-            for fname, field in fields_node["fields"].items():
-                _only(field, _FIELD_KEYS, f"{where}.{fname}")
-                inner = field["schema"]
-                if inner.get("type") == "default":
-                    _only(inner, _DEFAULT_KEYS, f"{where}.{fname}")
-                    inner = inner["schema"]
-                mirror, model.steps[fname] = self.node(inner, config, f"{where}.{fname}")
-                mirrors.append((fname, mirror))
-        finally:
-            self.active.discard(key)
+        for fname, field in fields_node["fields"].items():
+            _only(field, _FIELD_KEYS, f"{where}.{fname}")
+            inner = field["schema"]
+            if inner.get("type") == "default":
+                _only(inner, _DEFAULT_KEYS, f"{where}.{fname}")
+                inner = inner["schema"]
+            part = self.fold(inner, config, f"{where}.{fname}")
+            model.steps[fname] = part.step
+            mirrors.append((fname, part.mirror))
+            if part.prepare is not None:
+                model.prepares[fname] = part.prepare
         try:
             # Every field required (the encoder writes them all; a missing one is pydantic's to default) and no other
             # field allowed, even where the model ignores them: msgspec would skip an unknown field's value unread,
@@ -271,15 +286,18 @@ class Compiler:
         except (TypeError, ValueError) as e:
             raise NotCompiled(f"{where}: no msgspec Struct for it ({e})") from None
         model.dt_fields = msgpack.datetime_fields(cls)
-        self.models[key] = model
+        self.models[model.build] = model
         self.emit_builder(model)
-        self.emit_preparer(model, fields_node["fields"])
+        self.emit_preparer(model)
         return model
 
-    def node(self, node: Any, config: Any, where: str) -> tuple[Any, Step]:
+    def visit(self, node: Any, config: Any, where: str) -> _Part:
         """The mirror type of a core-schema node, and what its value needs after msgspec."""
-        node = self.resolve(node)
         kind = node.get("type")
+        if kind in schema_walk.FUNCTIONS and runs_declared(node, self.declared):
+            return self.fold(node["schema"], config, where)  # see ``resolve``
+        if kind == "definition-ref":
+            raise NotCompiled(f"an unresolved reference {node.get('schema_ref')}")
         if kind == "function-plain":
             # Checked before the serializer: pydantic gives a plain validator a serializer of its own.
             raise NotCompiled(f"{where} has a plain validator (function-plain): its result is not a decoded type")
@@ -287,74 +305,76 @@ class Compiler:
             raise NotCompiled(f"{where} has a custom serializer")
         if kind == "model":
             model = self.model(node)
-            return model.mirror, ("model", model.build)
+            return _Part(model.mirror, ("model", model.build), model.prepare)
         if kind in _BY_PYDANTIC:
             leaf = self.name("_v", _by_pydantic(node, config, where))
             plain = set(node) <= _PLAIN_DATETIME and node.get("microseconds_precision", "truncate") == "truncate"
-            return Any, ("dt" if kind == "datetime" and plain else "leaf", leaf)
+            return _Part(Any, ("dt" if kind == "datetime" and plain else "leaf", leaf))
         if kind not in _NODE_KEYS:
             raise NotCompiled(f"{where} is of a type outside the compiled list ({kind})")
         _only(node, _COMMON | _NODE_KEYS[kind], where)
         if kind in ("int", "float"):
             if node.get("allow_inf_nan") is False:
                 raise NotCompiled(f"{where} refuses inf and NaN (allow_inf_nan=False)")
-            return _bounded(int if kind == "int" else float, node, where), None
+            return _Part(_bounded(int if kind == "int" else float, node, where))
         if kind in ("str", "bytes"):
-            return _sized(str if kind == "str" else bytes, node), None
+            return _Part(_sized(str if kind == "str" else bytes, node))
         if kind in ("bool", "none", "uuid"):
-            return {"bool": bool, "none": None, "uuid": uuid.UUID}[kind], None
+            return _Part({"bool": bool, "none": None, "uuid": uuid.UUID}[kind])
         if kind == "enum":
-            return self.enum(node, where), None
+            return _Part(self.enum(node, where))
         if kind == "literal":
             expected = node["expected"]
             types = {type(v) for v in expected}
             if not expected or not (types == {str} or types == {int}):
                 raise NotCompiled(f"{where} is a Literal of other than all-str or all-int values")
-            return Literal[tuple(expected)], None
+            return _Part(Literal[tuple(expected)])
         if kind == "nullable":
-            inner, step = self.node(node["schema"], config, where)
-            return inner | None, self.container(step, "None if x is None else {}(x)")
+            inner, step, prepare = self.fold(node["schema"], config, where)
+            # None goes through a model's preparer unchanged.
+            return _Part(inner | None, self.container(step, "None if x is None else {}(x)"), prepare)
         if kind == "list":
             if "items_schema" not in node:
                 raise NotCompiled(f"{where} is a list of Any")
-            inner, step = self.node(node["items_schema"], config, f"{where}[]")
+            inner, step, prepare = self.fold(node["items_schema"], config, f"{where}[]")
+            prepare = self.preparer("list", prepare)
             if step is not None and step[0] == "model":
                 row, bulk = self.bulk_builder(step[1])
-                return _sized(list[row], node), ("fn", bulk)  # type: ignore[valid-type]
-            return _sized(list[inner], node), self.container(step, "_list(_map({}, x))")  # type: ignore[valid-type]
+                return _Part(_sized(list[row], node), ("fn", bulk), prepare)  # type: ignore[valid-type]
+            step = self.container(step, "_list(_map({}, x))")
+            return _Part(_sized(list[inner], node), step, prepare)  # type: ignore[valid-type]
         if kind == "tuple":
             items = node.get("items_schema") or []
             if node.get("variadic_item_index") == 0 and len(items) == 1:
-                inner, step = self.node(items[0], config, f"{where}[]")
-                return tuple[inner, ...], self.container(step, "_tuple(_map({}, x))")  # type: ignore[valid-type]
+                inner, step, prepare = self.fold(items[0], config, f"{where}[]")
+                step, prepare = self.container(step, "_tuple(_map({}, x))"), self.preparer("tuple", prepare)
+                return _Part(tuple[inner, ...], step, prepare)  # type: ignore[valid-type]
             if "variadic_item_index" in node or not items:
                 raise NotCompiled(f"{where} is a tuple other than tuple[X, ...] or a fixed tuple[X, Y]")
-            parts = [self.node(item, config, f"{where}[]") for item in items]
-            if any(step is not None for _, step in parts):
+            parts = [self.fold(item, config, f"{where}[]") for item in items]
+            if any(part.step is not None for part in parts):
                 raise NotCompiled(f"{where} is a fixed tuple holding models or dates")
-            return tuple[tuple(mirror for mirror, _ in parts)], None  # type: ignore[misc]
+            return _Part(tuple[tuple(part.mirror for part in parts)])  # type: ignore[misc]
         if kind in ("set", "frozenset"):
             item = self.resolve(node.get("items_schema") or {})
             if item.get("type") not in _SET_ITEMS:
                 raise NotCompiled(f"{where} is a set of {item.get('type') or 'Any'}")
-            inner, _ = self.node(item, config, f"{where}[]")
-            return (set if kind == "set" else frozenset)[inner], None
+            return _Part((set if kind == "set" else frozenset)[self.fold(item, config, f"{where}[]").mirror])
         # dict
         keys = self.resolve(node.get("keys_schema") or {})
         if keys.get("type") not in ("str", "int") or set(keys) - _COMMON:
             raise NotCompiled(f"{where} is a dict with keys other than plain str or int")
         if "values_schema" not in node:
             raise NotCompiled(f"{where} is a dict of Any")
-        values, step = self.node(node["values_schema"], config, f"{where}[]")
+        values, step, prepare = self.fold(node["values_schema"], config, f"{where}[]")
+        prepare = self.preparer("dict", prepare)
         key_type = str if keys["type"] == "str" else int
         if step is not None and step[0] == "model":
             row, bulk = self.bulk_builder(step[1])
-            return dict[key_type, row], self.container(  # type: ignore[valid-type]
-                ("fn", bulk), "_dict(_zip(x.keys(), {}(_list(x.values()))))"
-            )
-        return dict[key_type, values], self.container(  # type: ignore[valid-type]
-            step, "_dict(_zip(x.keys(), _map({}, x.values())))"
-        )
+            step = self.container(("fn", bulk), "_dict(_zip(x.keys(), {}(_list(x.values()))))")
+            return _Part(dict[key_type, row], step, prepare)  # type: ignore[valid-type]
+        step = self.container(step, "_dict(_zip(x.keys(), _map({}, x.values())))")
+        return _Part(dict[key_type, values], step, prepare)  # type: ignore[valid-type]
 
     def enum(self, node: Any, where: str) -> Any:
         cls = node["cls"]
@@ -384,7 +404,7 @@ class Compiler:
 
         A flat model (no field needs more than a datetime type check) is built in bulk (``generated.bulk_builder``).
         """
-        model = next(m for m in self.models.values() if m.build == build)
+        model = self.models[build]
         if model.rows is None:
             if model.bulk:
                 checks = tuple(f for f, step in model.steps.items() if step is not None)
@@ -423,7 +443,7 @@ class Compiler:
             ]
         return lines
 
-    def emit_preparer(self, model: _Model, fields: dict[str, Any]) -> None:
+    def emit_preparer(self, model: _Model) -> None:
         """``instance -> its __dict__`` (a copy where nested models are prepared), or the instance for the hook."""
         cls = self.name("_c", model.cls)
         # A __dict__ holding more than the fields (a cached_property's value) goes to the hook, which drops it.
@@ -436,34 +456,18 @@ class Compiler:
                 "        if not _unchanged(v):",
                 "            return o",
             ]
-        replaced = [(f, s) for f, s in ((f, self.prepare_step(node["schema"])) for f, node in fields.items()) if s]
-        if replaced:
+        if model.prepares:
             lines.append("    d = _dict(d)")
-            lines += [f"    d[{f!r}] = {step}(d[{f!r}])" for f, step in replaced]
+            lines += [f"    d[{f!r}] = {step}(d[{f!r}])" for f, step in model.prepares.items()]
         lines.append("    return d")
         self.lines += [f"def {model.prepare}(o):", f"    if _type(o) is not {cls}:", "        return o", *lines, ""]
         self.lines += [f"def {model.prepare_top}(o):", *lines, ""]
-        model.prepared_flat = not replaced
-        model.prepared_plain = not replaced and not model.dt_fields
+        model.prepared_flat = not model.prepares
+        model.prepared_plain = not model.prepares and not model.dt_fields
 
-    def prepare_step(self, node: Any) -> str | None:
-        """For a field that can hold models: a function that prepares each one (exact class) for the encoder."""
-        node = self.resolve(node)
-        kind = node.get("type")
-        if kind in ("default", "nullable"):  # None goes through a model's preparer unchanged
-            return self.prepare_step(node["schema"])
-        if kind == "model":
-            return self.models[node.get("ref") or f"id:{id(node)}"].prepare
-        if kind not in ("list", "tuple", "dict"):
-            return None
-        if kind == "tuple":
-            items = node.get("items_schema") or []
-            if len(items) != 1 or node.get("variadic_item_index") != 0:
-                return None  # a fixed tuple holds no models (the decoder would not compile)
-            inner_node = items[0]
-        else:
-            inner_node = node["values_schema" if kind == "dict" else "items_schema"]
-        inner = self.prepare_step(inner_node)
+    def preparer(self, kind: str, inner: str | None) -> str | None:
+        """For a list, tuple or dict whose items can hold models (``inner`` prepares one): a function preparing each
+        (exact class) for the encoder."""
         if inner is None:
             return None
         exact = {"list": "_list", "tuple": "_tuple", "dict": "_dict"}[kind]

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import SchemaValidator
 
+from .._analysis import walk as schema_walk
 from .._pydantic_compat import fresh_validator
 
 __all__ = ["GC_PAUSE_BYTES", "fail_fast_validator", "paused_gc", "with_fail_fast", "without_excess_keys"]
@@ -69,14 +70,13 @@ def without_excess_keys(data: dict[Any, Any], model: type[BaseModel], keep: int)
 
 def with_fail_fast(node: Any) -> Any:
     """A copy of a core schema with ``fail_fast`` set on every container schema (callables kept as they are)."""
-    if isinstance(node, dict):
-        out = {k: with_fail_fast(v) for k, v in node.items()}
-        if out.get("type") in _CONTAINERS:
-            out["fail_fast"] = True
-        return out
-    if isinstance(node, list):
-        return [with_fail_fast(v) for v in node]
-    return node
+    return schema_walk.rewrite(node, _fail_fast_node)
+
+
+def _fail_fast_node(original: Any, copy: dict[str, Any]) -> dict[str, Any]:
+    if copy.get("type") in _CONTAINERS:
+        copy["fail_fast"] = True
+    return copy
 
 
 _gc_lock = threading.Lock()
