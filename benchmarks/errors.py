@@ -18,7 +18,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
+from decimal import Decimal
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
@@ -57,6 +58,14 @@ class Scalars(RoleContext, role="rollout", registry=_REGISTRY):
     words: list[str] = Field(default_factory=list)
     times: list[dt.datetime] = Field(default_factory=list)
     ids: list[int] = Field(default_factory=list)
+    amounts: list[Decimal] = Field(default_factory=list)
+    spans: list[dt.timedelta] = Field(default_factory=list)
+
+
+class Paths(RoleContext, role="reward", registry=_REGISTRY):
+    """A type the compiled codec does not take (pydantic's path, every item charged its slot): one-character paths."""
+
+    places: list[PurePosixPath] = Field(default_factory=list)
 
 
 class Untyped(RoleContext, role="actor", registry=_REGISTRY):
@@ -187,6 +196,17 @@ def _scalar_floods(size: int) -> dict[str, tuple[Callable[[], bytes], str]]:
             "Untyped",
         ),
         "3-character strings in an Any field": (lambda: _valid(Untyped, free=["abc"] * (size // 4)), "Untyped"),
+        # The kinds that cost the most per payload byte: each a 2-5-byte item that builds an object of 50-110 bytes.
+        "1-digit Decimals in a list[Decimal]": (lambda: _valid(Scalars, amounts=[Decimal(1)] * (size // 2)), "Scalars"),
+        "1-second timedeltas in a list[timedelta]": (
+            lambda: _valid(Scalars, spans=[dt.timedelta(seconds=1)] * (size // 5)),  # "PT1S": a 5-byte fixstr
+            "Scalars",
+        ),
+        "3-byte ints (256-65535) in a list[int]": (lambda: _valid(Scalars, ids=[1000] * (size // 3)), "Scalars"),
+        "1-character paths in a list[PurePosixPath]": (
+            lambda: _valid(Paths, places=[PurePosixPath("a")] * (size // 2)),
+            "Paths",
+        ),
     }
 
 
@@ -195,7 +215,7 @@ def child(path: str, schema: str = "Hostile") -> None:
     from verl_ctx import decode, encode
     from verl_ctx.errors import ContextError
 
-    schemas: dict[str, type[RoleContext]] = {"Untyped": Untyped, "Scalars": Scalars, "Hostile": Hostile}
+    schemas: dict[str, type[RoleContext]] = {"Untyped": Untyped, "Scalars": Scalars, "Hostile": Hostile, "Paths": Paths}
     cls = schemas[schema]
     env = encode(cls())
     payload = Path(path).read_bytes()

@@ -340,7 +340,7 @@ def main(argv: list[str]) -> int:
         print(f"{name}: {report.tried:,} inputs (seed {seed}) in {time.perf_counter() - started:.1f} s")
         for outcome, count in sorted(report.outcomes.items()):
             print(f"  {count:>8,}  {outcome}")
-        print(f"worst time for one input: {report.worst_s * 1000:.1f} ms ({report.worst_kind})")
+        print(f"worst CPU time for one input: {report.worst_s * 1000:.1f} ms ({report.worst_kind})")
         print(f"peak RSS of the process: {report.peak_rss_mib:.0f} MiB")
         for defect in report.defects[:20]:
             print("DEFECT", defect)
