@@ -1,8 +1,8 @@
 """The one walk over a pydantic core schema: its definitions, its children and the step to each, its classes.
 
 pydantic validates with a core schema, a tree of dicts (``{"type": "model", "cls": ..., "schema": {...}}``).
-verl-ctx reads that tree for six uses, each a visitor of this module's walk or a reader of its helpers, never a
-walk of its own:
+verl-ctx reads that tree for these uses, each a visitor, a fold or a rewrite of this module's or a reader of its
+helpers, never a traversal of its own:
 
 * ``_secrets.plan``: where a value can hold a secret (a ``Visitor`` of ``walk``);
 * ``kinds``: each field's wire kind (``classes``, ``resolve``, ``choices``);
