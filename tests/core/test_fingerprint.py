@@ -324,7 +324,7 @@ def test_a_default_shaped_like_a_schema_node_is_data(default: dict[str, Any]) ->
     cls = model(default)
     assert decode(encode(cls()), cls).model_dump() == {"table": default, "pad": ""}
     large = "x" * (FAIL_FAST_BYTES + 1)
-    assert decode(encode(cls(pad=large)), cls).model_dump() == {"table": default, "pad": large}
+    assert decode(encode(cls.model_validate({"pad": large})), cls).model_dump() == {"table": default, "pad": large}
     assert schema_info(cls).fingerprint != schema_info(model(changed)).fingerprint
 
 
