@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, SecretStr, field_validator
+from pydantic import BaseModel, SecretStr, create_model, field_validator
 
+from verl_ctx import ContextRegistry, RoleContext, decode, encode
 from verl_ctx._analysis import walk as schema_walk
 from verl_ctx._analysis.trusted import _strip, declared_validators
+from verl_ctx._analysis.trusted import function_of as trusted_function
 from verl_ctx._worker.limits import with_fail_fast
 
 # A default shaped like a core schema: a model node with a reference, a post-init hook and a secret's serializer.
@@ -134,3 +136,45 @@ def test_union_choices_are_read_alike_whether_labelled_or_tagged() -> None:
     tagged = {"type": "tagged-union", "choices": {"a": {"type": "int"}, "b": {"type": "str"}}}
     assert schema_walk.choices(plain) == schema_walk.choices(tagged) == [{"type": "int"}, {"type": "str"}]
     assert [c for _, c in schema_walk.children(plain)] == schema_walk.choices(plain)
+
+
+class Deep(BaseModel):
+    n: int = 0
+    rows: list[int] = []
+
+    @field_validator("n")
+    @classmethod
+    def _doubled(cls, v: int) -> int:
+        return v * 2
+
+
+_KEY_NAMES = ("type", "default", "config", "metadata", "ref", "serialization", "fields")  # "schema": a BaseModel method
+
+
+def _named_like_schema_keys() -> type[RoleContext]:
+    """A context whose fields are named as core-schema keys are, each holding a model with a validator (used once,
+    so pydantic writes it in place under the field's name, not as a shared definition)."""
+    fields: dict[str, Any] = {name: (Deep, Deep()) for name in _KEY_NAMES}
+    fields["free"] = (Any, None)  # a dict of Any: pydantic's path, not the compiled one
+    return create_model(
+        "Named", __base__=RoleContext, __cls_kwargs__={"role": "critic", "registry": ContextRegistry()}, **fields
+    )
+
+
+def test_fields_named_as_schema_keys_are_fields_for_every_reader() -> None:
+    """A model's fields map holds the user's names: one named ``type`` made the trusted and fail-fast copies compare
+    a field's schema with kind names (a bare TypeError: every context with a ``type`` field, decoded from over 64 KiB
+    on pydantic's path), and ones named ``default``, ``config``, ``metadata`` ... were skipped as schema keys (their
+    models' validators not found, their lists not made fail-fast)."""
+    named = _named_like_schema_keys()
+    core = named.__pydantic_core_schema__
+    assert Deep in {cls for cls, _ in schema_walk.classes(core)}
+    assert id(trusted_function(Deep._doubled)) in declared_validators(core)
+    fast = with_fail_fast(core)
+    fields = schema_walk.resolve(fast, schema_walk.definitions(fast))["schema"]["fields"]
+    for name in _KEY_NAMES:
+        deep = schema_walk.resolve(fields[name]["schema"]["schema"], schema_walk.definitions(fast), defaults=True)
+        assert deep["schema"]["fields"]["rows"]["schema"]["schema"]["fail_fast"] is True, name
+    for size in (10, 70_000):  # under and over the fail-fast size
+        ctx = named.model_validate({name: {"n": 1, "rows": [0] * size} for name in _KEY_NAMES})
+        assert decode(encode(ctx), named) == ctx

@@ -19,6 +19,8 @@ another validator). Each use says what it does at a node; how the tree is traver
 The tree's rules, each written once here:
 
 * ``default`` holds the user's value, never schema: a default ``{"type": "model", "ref": "x"}`` is a dict of data.
+* A node is a mapping whose ``type`` names a kind (``is_node``); a model's fields and a tagged union's choices are
+  mappings of the user's names, which may be ``type``, ``default`` or ``config``: every value of them is read.
   ``metadata``, ``serialization``, ``ref`` and ``config`` are no schema children either (the node's own readers
   take what they need from them).
 * Definitions are collected once per root, the first of each ``ref`` kept; a ``definition-ref`` resolves through
@@ -45,6 +47,7 @@ __all__ = [
     "children",
     "classes",
     "definitions",
+    "is_node",
     "join",
     "resolve",
     "rewrite",
@@ -62,6 +65,12 @@ _ITEMS = frozenset({"list", "set", "frozenset", "deque", "generator"})
 Node = Mapping[str, Any]
 
 
+def is_node(item: Any) -> bool:
+    """Whether ``item`` is a schema node (its ``type`` a kind's name), not a mapping of the user's names to nodes (a
+    model's fields, a tagged union's choices), whose keys may be ``type``, ``default``, ``config`` or ``ref``."""
+    return isinstance(item, Mapping) and isinstance(item.get("type"), str)
+
+
 def definitions(root: Any) -> dict[str, Node]:
     """Every node of ``root`` that carries a ``ref``, by that ref (the first one met), defaults never read."""
     found: dict[str, Node] = {}
@@ -76,7 +85,8 @@ def definitions(root: Any) -> dict[str, Node]:
             ref = item.get("ref")
             if isinstance(ref, str) and item.get("type") != "definition-ref":
                 found.setdefault(ref, item)
-            stack.extend(v for k, v in item.items() if k not in DATA_KEYS and isinstance(v, (Mapping, list)))
+            skip = DATA_KEYS if is_node(item) else frozenset()
+            stack.extend(v for k, v in item.items() if k not in skip and isinstance(v, (Mapping, list)))
         elif isinstance(item, list):
             stack.extend(v for v in item if isinstance(v, (Mapping, list)))
     return found
@@ -201,8 +211,9 @@ class Fold(Generic[T]):
     ``fold(node, *context)`` passes ``definitions`` wrappers through, folds each definition once (a ``definition-ref``,
     or a node carrying a ``ref`` that ``shared`` says stands for its definition) and gives every later reference what
     ``reference`` made of it; a definition met again while it is being folded (a recursive model) goes to
-    ``recursion``. Anything that is no schema node (a list of choices, a plain value) goes to ``leaf``. ``visit`` folds
-    one node and calls ``fold`` for what it reads below it: which keys are schema, and what each means, is the use's.
+    ``recursion``. What is no mapping (a list of choices, a plain value) goes to ``leaf``, any other mapping to
+    ``visit``, which folds it and calls ``fold`` for what it reads below it: which keys are schema, and what each means,
+    is the use's (a mapping of names, or of data, has no kind to dispatch on).
     """
 
     def __init__(self, root: Any) -> None:
@@ -262,16 +273,19 @@ class Fold(Generic[T]):
 def rewrite(
     node: Any, change: Callable[[Node, dict[str, Any]], dict[str, Any]], drop: frozenset[str] = frozenset()
 ) -> Any:
-    """A copy of a schema with every node passed through ``change(original, copy)`` (inner nodes first).
+    """A copy of a schema with every node (``is_node``) passed through ``change(original, copy)``, inner nodes first.
 
     The keys in ``drop`` are left out of every node (and nothing below them is read); what is no schema (``NOT_SCHEMA``:
     a default is the user's value, a ``{"type": [...]}`` in it or in ``json_schema_extra``'s metadata no node) is kept
-    as it is, and so are callables and classes: shared, not copied.
+    as it is, and so are callables and classes: shared, not copied. A mapping of names (a model's fields) is copied
+    with every value rewritten, whatever the names.
     """
     if isinstance(node, list):
         return [rewrite(v, change, drop) for v in node]
     if not isinstance(node, dict):
         return node
+    if not is_node(node):
+        return {k: rewrite(v, change, drop) for k, v in node.items()}
     copy = {k: v if k in NOT_SCHEMA else rewrite(v, change, drop) for k, v in node.items() if k not in drop}
     return change(node, copy)
 
@@ -295,7 +309,8 @@ def classes(root: Any, defs: Mapping[str, Node] | None = None) -> Iterator[tuple
                 refs.add(node.get("schema_ref", ""))
                 stack.append(defs.get(node.get("schema_ref", "")))
             continue
-        stack.extend(v for k, v in node.items() if k not in NOT_SCHEMA)
+        skip = NOT_SCHEMA if is_node(node) else frozenset()
+        stack.extend(v for k, v in node.items() if k not in skip)
         cls = node.get("cls")
         if node.get("type") in ("model", "dataclass") and isinstance(cls, type) and id(cls) not in seen:
             seen.add(id(cls))

@@ -9,12 +9,12 @@ whose charge exceeds ``4 * len(payload) + 50 MB`` is refused, whatever the schem
 the schema, so an ``Any`` field is bounded as a typed one is).
 
 Scalars that build an object (a float, a large int, a string of two characters or more, a Decimal) are charged their
-slot only, and on the typed path nothing: a valid payload decodes to the object the driver encoded and costs what
-that object cost the driver, ~10x its wire size for a table of ordinary rows (``benchmarks/RESULTS.md``, 10^6 rows)
-and up to ~110x for one-character paths (``benchmarks/errors.py``). Charging what each value builds against 4x would
-refuse ordinary tables over ~7 MB, and charging it at all would walk every item of every large payload (0.18 s for
-100,000 rows); ``max_bytes`` bounds it instead. On the untyped path a flood of such scalars is still refused by its
-slots before it gets far (22 M two-character strings in 64 MiB are 352 MB of slots).
+slot only on the untyped path, and nothing on the typed one: a payload valid for the schema, whoever built it, costs
+what its values cost in Python, ~10x its wire size for a table of ordinary rows (``benchmarks/RESULTS.md``, 10^6 rows)
+and ~65x for 1-digit Decimals (``benchmarks/errors.py``). Charging what each value builds against 4x would refuse
+ordinary tables over ~7 MB, and charging it at all would walk every item of every large payload (0.18 s for 100,000
+rows); ``max_bytes`` bounds it instead. On the untyped path a flood of such scalars is still refused by its slots
+before it gets far (22 M two-character strings in 64 MiB are 352 MB of slots; 64 MiB of one-character paths too).
 
 How the items are counted, and why so (measured at 64 MiB on a 2-core machine):
 
