@@ -7,6 +7,8 @@ followed once per path (folded once per schema), steps read as paths do.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 from pydantic import BaseModel, SecretStr, create_model, field_validator
@@ -178,3 +180,33 @@ def test_fields_named_as_schema_keys_are_fields_for_every_reader() -> None:
     for size in (10, 70_000):  # under and over the fail-fast size
         ctx = named.model_validate({name: {"n": 1, "rows": [0] * size} for name in _KEY_NAMES})
         assert decode(encode(ctx), named) == ctx
+
+
+def test_a_recursive_alias_kind_is_finite_and_the_same_in_every_process() -> None:
+    """Kinds are a fold too: a recursive type alias is spelled out once and its recursion named by depth (its ref
+    holds an id, which differs between processes). It was expanded 64 levels deep, every branch: a JSON-like alias
+    with two recursive branches took ~2^32 steps, so encoding any context holding one never returned."""
+    source = """
+from typing import Union
+from typing_extensions import TypeAliasType
+from verl_ctx import ContextRegistry, RoleContext, decode, encode
+from verl_ctx._analysis.kinds import _Kinds
+from verl_ctx.schema import schema_info
+
+Json = TypeAliasType("Json", "Union[dict[str, Json], list[Json], int]")
+
+class Ctx(RoleContext, role="critic", registry=ContextRegistry()):
+    tree: Json = 0
+
+kinds = _Kinds(Ctx.__pydantic_core_schema__)
+tree = next(fields["tree"] for model, fields in kinds.models() if model == "Ctx")
+ctx = Ctx(tree={"a": [1, {"b": 2}]})
+assert decode(encode(ctx), Ctx) == ctx
+print(kinds.kind(tree), schema_info(Ctx).field_digests["@kind Ctx.tree"])
+"""
+    runs = {
+        subprocess.run([sys.executable, "-c", source], check=True, capture_output=True, text=True, timeout=120).stdout
+        for _ in "ab"
+    }
+    assert len(runs) == 1
+    assert runs.pop().split()[0] == "union[dict[str,recursive#0]|list[recursive#0]|int]"

@@ -38,10 +38,14 @@ def _short(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-class _Kinds:
+class _Kinds(schema_walk.Fold[str]):
+    """Each field's kind, as text: a fold of the one schema walk (``_analysis.walk.Fold``), in the context of the depth
+    (a bound on how far a kind is spelled out). A definition is folded once; one met inside itself (a recursive type
+    alias or TypedDict) stands as ``recursive#N``."""
+
     def __init__(self, core: Any) -> None:
+        super().__init__(core)
         self.core = core
-        self.defs = schema_walk.definitions(core)
         self.declared = declared_validators(core)
 
     def declared_function(self, node: dict[str, Any]) -> bool:
@@ -61,46 +65,56 @@ class _Kinds:
         return schema_walk.classes(self.core, self.defs)
 
     def kind(self, node: Any, depth: int = 0) -> str:
-        node = self.resolve(node)
-        if not isinstance(node, dict) or depth > 64:
+        return self.fold(node, depth)
+
+    def leaf(self, value: Any, depth: int = 0) -> str:
+        return "?"
+
+    def recursion(self, ref: str, depth: int) -> str:
+        return f"recursive#{depth}"
+
+    def visit(self, node: Any, depth: int = 0) -> str:
+        if depth > 64:
             return "?"
-        kind = str(node.get("type"))
+        if node.get("type") == "default":
+            return self.fold(node.get("schema"), depth)
+        kind = str(node.get("type"))  # "definition-ref" here: unresolved, nothing known
         d = depth + 1
         if kind in ("model", "dataclass"):
             return kind
         if kind == "typed-dict":
             fields = node.get("fields") or {}
-            return "typed-dict{" + ",".join(f"{n}:{self.kind(f.get('schema'), d)}" for n, f in fields.items()) + "}"
+            return "typed-dict{" + ",".join(f"{n}:{self.fold(f.get('schema'), d)}" for n, f in fields.items()) + "}"
         if kind == "nullable":
-            return f"nullable[{self.kind(node.get('schema'), d)}]"
+            return f"nullable[{self.fold(node.get('schema'), d)}]"
         if kind == "union":
-            return "union[" + "|".join(self.kind(c, d) for c in schema_walk.choices(node)) + "]"
+            return "union[" + "|".join(self.fold(c, d) for c in schema_walk.choices(node)) + "]"
         if kind == "tagged-union":
-            return "union[" + "|".join(sorted(self.kind(c, d) for c in schema_walk.choices(node))) + "]"
+            return "union[" + "|".join(sorted(self.fold(c, d) for c in schema_walk.choices(node))) + "]"
         if kind in _CONTAINERS:
-            return f"{kind}[{self.kind(node.get('items_schema'), d) if 'items_schema' in node else 'any'}]"
+            return f"{kind}[{self.fold(node.get('items_schema'), d) if 'items_schema' in node else 'any'}]"
         if kind == "tuple":
-            items = [self.kind(i, d) for i in node.get("items_schema", ())]
+            items = [self.fold(i, d) for i in node.get("items_schema", ())]
             if node.get("variadic_item_index") is not None:
                 items.append("...")
             return "tuple[" + ",".join(items) + "]"
         if kind == "dict":
-            keys = self.kind(node["keys_schema"], d) if "keys_schema" in node else "any"
-            values = self.kind(node["values_schema"], d) if "values_schema" in node else "any"
+            keys = self.fold(node["keys_schema"], d) if "keys_schema" in node else "any"
+            values = self.fold(node["values_schema"], d) if "values_schema" in node else "any"
             return f"dict[{keys},{values}]"
         if kind in _FUNCTIONS or kind == "function-plain":
             fn = (node.get("function") or {}).get("function")
-            inner = self.kind(node.get("schema"), d) if kind != "function-plain" else ""
+            inner = self.fold(node.get("schema"), d) if kind != "function-plain" else ""
             if self.declared_function(node):
                 return inner or "plain"  # the user's validator: the fingerprint's, not the type's
             name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
             return f"{kind}({getattr(fn, '__module__', '')}.{name})[{inner}]"
         if kind == "json-or-python":
-            return self.kind(node.get("python_schema"), d)
+            return self.fold(node.get("python_schema"), d)
         if kind == "lax-or-strict":
-            return self.kind(node.get("strict_schema"), d)
+            return self.fold(node.get("strict_schema"), d)
         if kind == "chain":
-            return "chain[" + ",".join(self.kind(s, d) for s in node.get("steps", ())) + "]"
+            return "chain[" + ",".join(self.fold(s, d) for s in node.get("steps", ())) + "]"
         if kind in ("is-instance", "is-subclass", "enum"):
             cls = node.get("cls")
             return f"{kind}({getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)})"

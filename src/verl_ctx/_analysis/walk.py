@@ -5,7 +5,7 @@ verl-ctx reads that tree for these uses, each a visitor, a fold or a rewrite of 
 helpers, never a traversal of its own:
 
 * ``_secrets.plan``: where a value can hold a secret (a ``Visitor`` of ``walk``);
-* ``kinds``: each field's wire kind (``classes``, ``resolve``, ``choices``);
+* ``kinds``: each field's wire kind (a ``Fold``, over the fields ``classes`` lists);
 * ``trusted``: which validators the user declared (``classes``);
 * ``_model.fingerprint``: the canonical form, each function as a digest (a ``Fold``);
 * ``_wire.compiler``: the msgspec mirror and generated builders (a ``Fold``);
